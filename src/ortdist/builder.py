@@ -1,0 +1,478 @@
+"""Execute a BuildPlan: toolchain -> source -> configure -> build -> install -> wheel -> repair ->
+check -> publish.
+
+Resumable: the patched source and the sysroot are cached by content, the build tree persists
+per recipe (ninja picks up where an interrupted run stopped), and CMake is re-run only when the
+configure command changed. Only one build runs at a time (a lock in the cache); a second waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gzip
+import json
+import os
+import shutil
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__, run, sources
+from .checks.model import write_check_files
+from .errors import BuildError, CheckError, PackageError
+from .fsutil import remove_tree, sha256_file, temp_sibling_dir
+from .manifest import Artifact, publish
+from .patches import apply_series
+from .paths import (
+    IN_ROOT,
+    IN_ROOT_BUILD,
+    IN_ROOT_CCACHE,
+    IN_ROOT_DEPS,
+    IN_ROOT_SHIMS,
+    IN_ROOT_SOURCE,
+    IN_ROOT_TOOLS_VENV,
+    IN_ROOT_WHEELHOUSE,
+    IN_ROOT_WORK,
+    Cache,
+)
+from .plan import BuildPlan
+from .progress import NinjaProgress, failure_excerpt, format_duration
+from .toolchains import Bind, Toolchain
+from .toolchains.debian_sysroot import pip_download_argv
+from .wheel import assemble, repair
+
+
+@contextlib.contextmanager
+def build_lock(cache: Cache) -> Iterator[None]:
+    """One ORT build at a time per cache: a second ortdist waits instead of halving both."""
+    cache.root.mkdir(parents=True, exist_ok=True)
+    with (cache.root / "build.lock").open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("ortdist: another build holds the cache lock; waiting for it to finish", file=sys.stderr)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def remove_stale_temps(directory: Path) -> None:
+    """Temp dirs of a killed run (we hold the lock, so nobody else is writing them)."""
+    if directory.is_dir():
+        for entry in directory.iterdir():
+            if entry.name.startswith(".") and (".tmp-" in entry.name or ".old-" in entry.name):
+                remove_tree(entry)
+
+
+@dataclass
+class Builder:
+    plan: BuildPlan
+    toolchain: Toolchain
+    cache: Cache
+    dist: Path
+    recipe_path: Path
+    jobs: int
+    timings: dict[str, float] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+
+    # --- layout --------------------------------------------------------------------------------
+    @property
+    def work(self) -> Path:
+        return self.cache.work(self.plan.recipe.name)
+
+    @property
+    def build_dir(self) -> Path:
+        return self.work / "build"
+
+    @property
+    def work_dir(self) -> Path:
+        """Visible as /ortdist/work in the root: install tree, staged package, wheels, check files."""
+        return self.work / "work"
+
+    @property
+    def logs(self) -> Path:
+        return self.dist / "logs"
+
+    @property
+    def source_dir(self) -> Path:
+        return self.cache.sources / f"onnxruntime-{self.plan.version.version}-{self.plan.source_key}"
+
+    def dep_dir(self, name: str) -> Path:
+        dep = next(d for d in self.plan.version.deps if d.name == name)
+        return self.cache.sources / f"{dep.pypi_sdist}-{dep.version}-{dep.sha256[:12]}"
+
+    def binds(self) -> list[Bind]:
+        out = [
+            Bind(self.source_dir, IN_ROOT_SOURCE),
+            Bind(self.build_dir, IN_ROOT_BUILD),
+            Bind(self.work_dir, IN_ROOT_WORK),
+            Bind(self.plan.toolchain.shims_dir, IN_ROOT_SHIMS, read_only=True),
+            Bind(self.cache.ccache, IN_ROOT_CCACHE),
+        ]
+        out += [Bind(self.dep_dir(d.name), IN_ROOT_DEPS / d.name) for d in self.plan.version.deps]
+        return out
+
+    def env(self) -> dict[str, str]:
+        return {
+            "CCACHE_DIR": str(IN_ROOT_CCACHE),
+            "CCACHE_BASEDIR": str(IN_ROOT),
+            "CCACHE_COMPILERCHECK": "content",
+            "CCACHE_NOHASHDIR": "true",
+            "CCACHE_MAXSIZE": os.environ.get("ORTDIST_CCACHE_MAXSIZE", "20G"),
+            "SOURCE_DATE_EPOCH": str(self.source_date_epoch()),
+        }
+
+    def source_date_epoch(self) -> int:
+        """The source release's own timestamp, so rebuilds stamp the same times into archives."""
+        return int((self.source_dir / "VERSION_NUMBER").stat().st_mtime)
+
+    def in_root(self, root: Path, cmd: list[str], **kw: Any) -> list[str]:
+        return self.toolchain.wrap(root, cmd, binds=self.binds(), env=self.env(), **kw)
+
+    # --- driver --------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        with build_lock(self.cache):
+            for directory in (self.cache.sources, self.cache.sysroots, self.dist.parent):
+                remove_stale_temps(directory)
+            for step in self.plan.steps:
+                print(f"ortdist: == {step} ==", file=sys.stderr, flush=True)
+                t0 = time.monotonic()
+                getattr(self, f"step_{step}")()
+                self.timings[step] = round(time.monotonic() - t0, 1)
+                print(f"ortdist: {step} done in {format_duration(self.timings[step])}", file=sys.stderr, flush=True)
+        self.timings["total"] = round(time.monotonic() - started, 1)
+        return self.results
+
+    def _log(self, name: str) -> TextIO:
+        return (self.logs / f"{name}.log").open("w", encoding="utf-8")
+
+    # --- steps ---------------------------------------------------------------------------------
+    def step_toolchain(self) -> None:
+        with self._log("toolchain") as log:
+            self.root = self.toolchain.ensure_build_root(self.cache, log)
+        self.cache.ccache.mkdir(parents=True, exist_ok=True)
+
+    def step_source(self) -> None:
+        plan, recipe = self.plan, self.plan.recipe
+        src = recipe.source
+        if src.kind == "debian":
+            pin = sources.debian_orig(plan.version.source, src.sha256)
+            archive = sources.fetch(pin, self.cache.downloads)
+            self.results["source"] = {"kind": "debian", "file": pin.filename, "url": pin.url, "sha256": pin.sha256}
+        if not (self.source_dir / ".ortdist-patched").is_file() or src.kind == "path":
+            with temp_sibling_dir(self.source_dir) as tmp:
+                tree = tmp / "tree"
+                if src.kind == "debian":
+                    sources.unpack(archive, tree)
+                elif src.kind == "git":
+                    sources.git_checkout(src.url, src.tag, src.commit, tree)
+                else:
+                    sources.copy_tree((self.recipe_path.parent / src.path).resolve(), tree)
+                apply_series(plan.patches, tree)
+                (tree / ".ortdist-patched").write_text(
+                    json.dumps([p.name for p in plan.patches]) + "\n", encoding="utf-8"
+                )
+                if self.source_dir.exists():
+                    remove_tree(self.source_dir)
+                tree.rename(self.source_dir)
+        if src.kind != "debian":
+            self.results["source"] = {"kind": src.kind, "url": src.url, "tag": src.tag, "path": src.path, "sha256": ""}
+        for dep in plan.version.deps:
+            target = self.dep_dir(dep.name)
+            if not target.is_dir():
+                sources.unpack(sources.fetch(sources.sdist(dep), self.cache.downloads), target)
+        self.results["patches"] = [{"name": p.name, "sha256": p.sha256} for p in plan.patches]
+
+    def step_configure(self) -> None:
+        self.build_dir.mkdir(parents=True, exist_ok=True)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        stamp = self.build_dir / ".ortdist-configure"
+        digest = self.plan.configure_digest()
+        if stamp.is_file() and stamp.read_text().strip() == digest and (self.build_dir / "build.ninja").is_file():
+            print("ortdist: configure is up to date", file=sys.stderr)
+            return
+        (self.build_dir / "CMakeCache.txt").unlink(missing_ok=True)
+        stamp.unlink(missing_ok=True)
+        log_path = self.logs / "configure.log"
+        with log_path.open("w", encoding="utf-8") as log:
+            code = run.stream(self.in_root(self.root, self.plan.configure_argv()), on_line=lambda _l: None, log=log)
+        if code != 0:
+            lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+            first = next((i for i, line in enumerate(lines) if line.startswith("CMake Error")), max(len(lines) - 15, 0))
+            raise BuildError(
+                "CMake configure failed:\n" + "\n".join(f"    {line}" for line in lines[first : first + 15]),
+                where=f"recipe {self.plan.recipe.name}",
+                fix=f"full log: {log_path}",
+            )
+        stamp.write_text(digest + "\n")
+
+    def step_build(self) -> None:
+        log_path = self.logs / "build.log"
+        lines: list[str] = []
+        progress = NinjaProgress()
+
+        def on_line(line: str) -> None:
+            lines.append(line)
+            progress.feed(line)
+
+        with log_path.open("w", encoding="utf-8") as log:
+            run.capture(self.in_root(self.root, ["ccache", "--zero-stats"]), check=False)
+            code = run.stream(self.in_root(self.root, self.plan.build_argv(self.jobs)), on_line=on_line, log=log)
+            progress.close()
+            stats = run.capture(self.in_root(self.root, ["ccache", "--print-stats"]), check=False).stdout
+        self.results["ccache"] = parse_ccache_stats(stats)
+        if code != 0:
+            excerpt = failure_excerpt(lines)
+            detail = (
+                f"failed target: {excerpt.target}\n    command: {excerpt.command}\n"
+                + "\n".join(f"    {e}" for e in excerpt.errors)
+                if excerpt
+                else "\n".join(f"    {line}" for line in lines[-15:])
+            )
+            raise BuildError(
+                f"the build failed (exit {code}):\n    {detail}",
+                where=f"recipe {self.plan.recipe.name}",
+                fix=f"full log: {log_path}; rerun the same command to resume after fixing",
+            )
+
+    def step_install(self) -> None:
+        install = self.work_dir / "install"
+        remove_tree(install)
+        with self._log("install") as log:
+            run.call(
+                self.in_root(self.root, ["cmake", "--install", str(IN_ROOT_BUILD)]),
+                log=log,
+                error=PackageError,
+                what="cmake --install",
+            )
+        name = f"onnxruntime-{self.plan.recipe.name}-{self.plan.version.version}"
+        out = self.work_dir / "out"
+        out.mkdir(parents=True, exist_ok=True)
+        archive = out / f"{name}.tar.gz"
+        deterministic_tarball(install, archive, name, self.source_date_epoch())
+        self.artifacts.append(
+            Artifact(archive, "c-library", extra={"execution_providers": [ep.name for ep in self.plan.providers]})
+        )
+
+    def step_wheel(self) -> None:
+        plan = self.plan
+        record = assemble.build_record(plan, sha256_file(self.recipe_path), self.results["source"]["sha256"])
+        stage = self.work_dir / "stage"
+        try:
+            assemble.stage_package(self.build_dir / "onnxruntime", stage, plan, record)
+        except FileNotFoundError as exc:
+            raise PackageError(
+                str(exc), fix="check logs/build.log: the pybind post-build step lays out the package"
+            ) from exc
+        assemble.write_project(self.work_dir / "wheelproj", plan, self.source_dir, f"{IN_ROOT_WORK}/stage/onnxruntime")
+        raw = self.work_dir / "wheel" / "raw"
+        remove_tree(raw)
+        raw.mkdir(parents=True)
+        with self._log("wheel") as log:
+            run.call(
+                self.in_root(
+                    self.root,
+                    [
+                        f"{IN_ROOT_TOOLS_VENV}/bin/pip",
+                        "wheel",
+                        "--no-deps",
+                        "--no-build-isolation",
+                        "--no-index",
+                        "--wheel-dir",
+                        f"{IN_ROOT_WORK}/wheel/raw",
+                        f"{IN_ROOT_WORK}/wheelproj",
+                    ],
+                ),
+                log=log,
+                error=PackageError,
+                what="scikit-build-core wheel build",
+            )
+        self.results["raw_wheel"] = repair.single_wheel(raw).name
+
+    def step_repair(self) -> None:
+        repaired = self.work_dir / "wheel" / "repaired"
+        remove_tree(repaired)
+        repaired.mkdir(parents=True)
+        raw_in_root = f"{IN_ROOT_WORK}/wheel/raw/{self.results['raw_wheel']}"
+        with self._log("repair") as log:
+            run.call(
+                self.in_root(
+                    self.root,
+                    repair.auditwheel_argv(raw_in_root, f"{IN_ROOT_WORK}/wheel/repaired", self.plan.repair_excludes),
+                ),
+                log=log,
+                error=PackageError,
+                what="auditwheel repair",
+            )
+            show = run.capture(
+                self.in_root(self.root, [f"{IN_ROOT_TOOLS_VENV}/bin/auditwheel", "show", raw_in_root]), check=False
+            )
+            log.write(show.stdout + show.stderr)
+        wheel = repair.single_wheel(repaired)
+        self.wheel = wheel
+        self.artifacts.append(
+            Artifact(
+                wheel,
+                "wheel",
+                tag=repair.wheel_tag(wheel.name),
+                extra={
+                    "execution_providers": [ep.name for ep in self.plan.providers],
+                    "provider_names": [ep.provider for ep in self.plan.providers],
+                    "distribution": self.plan.distribution,
+                },
+            )
+        )
+
+    def step_check(self) -> None:
+        check = self.work_dir / "check"
+        remove_tree(check)
+        write_check_files(check)
+        shutil.copyfile(Path(__file__).parent / "checks" / "probe.py", check / "probe.py")
+        python = self.plan.python[0]
+        house = self.cache.wheelhouse(python)
+        requirements = list(self.plan.version.python_requires)
+        run.capture(
+            pip_download_argv(house, python, requirements),
+            error=CheckError,
+            what="downloading the wheel's runtime dependencies",
+        )
+        with self._log("check") as log:
+            clean = self.toolchain.ensure_clean_root(self.cache, log)
+            venv = self.work / "check-venv"
+            remove_tree(venv)
+            venv.mkdir(parents=True)
+            wheel_dir = self.wheel.parent
+            binds = [
+                Bind(wheel_dir, IN_ROOT / "wheel", read_only=True),
+                Bind(house, IN_ROOT_WHEELHOUSE, read_only=True),
+                Bind(check, IN_ROOT / "check"),
+                Bind(venv, IN_ROOT / "venv"),
+            ]
+            script = (
+                f"python{python} -m venv /ortdist/venv && "
+                f"/ortdist/venv/bin/pip install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
+                f"/ortdist/wheel/{self.wheel.name} && "
+                "cd /ortdist/check && /ortdist/venv/bin/python probe.py model.onnx data.npz result.json"
+            )
+            code = subprocess_call(self.toolchain.wrap(clean, ["/bin/sh", "-c", script], binds=binds), log)
+            remove_tree(venv)
+        result_file = check / "result.json"
+        result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {"ok": False}
+        problems = verify_check_result(result, [ep.provider for ep in self.plan.providers])
+        if code != 0 or problems:
+            raise CheckError(
+                "the wheel failed the clean-root check:\n"
+                + "\n".join(f"    {p}" for p in problems or ["see log"])
+                + ("\n" + result.get("error", "") if result.get("error") else ""),
+                where=self.wheel.name,
+                fix=f"full log: {self.logs / 'check.log'}",
+            )
+        self.results["clean_root_check"] = {
+            "ok": True,
+            "root": clean.name,
+            "python": python,
+            "available_providers": result["available_providers"],
+            "outputs": result["outputs"],
+            "node_providers": result["node_providers"],
+        }
+
+    def step_publish(self) -> None:
+        manifest = {
+            "schema": 1,
+            "ortdist_version": __version__,
+            "recipe": self.plan.recipe.name,
+            "recipe_sha256": sha256_file(self.recipe_path),
+            "description": self.plan.recipe.description,
+            "ort_version": self.plan.version.version,
+            "target": self.plan.target.triple,
+            "execution_providers": [ep.name for ep in self.plan.providers],
+            "provider_names": [ep.provider for ep in self.plan.providers],
+            "build_type": self.plan.recipe.build_type,
+            "toolchain": {
+                "name": self.plan.toolchain.name,
+                "digest": self.plan.toolchain.digest,
+                "root": self.root.name,
+            },
+            "cmake_defines": self.plan.cmake_defines,
+            "build_times_s": dict(self.timings),
+            **self.results,
+        }
+        self.results["artifacts"] = publish(self.dist, self.artifacts, manifest)
+
+    def __post_init__(self) -> None:
+        self.artifacts: list[Artifact] = []
+        self.root = Path()
+        self.wheel = Path()
+
+
+def subprocess_call(argv: list[str], log: TextIO) -> int:
+    """Run a check command whose failure we explain ourselves (from its result file)."""
+    import subprocess
+
+    log.write(run.format_command(argv) + "\n")
+    log.flush()
+    return subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+
+
+def verify_check_result(result: dict[str, Any], claimed: list[str]) -> list[str]:
+    """What is wrong with a clean-root probe result (empty list: nothing). Pure, unit-tested."""
+    problems: list[str] = []
+    if "error" in result:
+        last = result["error"].strip().splitlines()[-1] if result["error"].strip() else "unknown error"
+        problems.append(f"import/inference failed: {last}")
+        return problems
+    available = result.get("available_providers", [])
+    for provider in claimed:
+        if provider not in available:
+            problems.append(f"claims {provider} but get_available_providers() lists only {available}")
+    for name, out in result.get("outputs", {}).items():
+        if not out.get("nan_pattern_matches", False):
+            problems.append(f"output {name!r}: NaN positions differ from onnx.reference (Min/Max NaN semantics)")
+        if out.get("max_abs_err", 1.0) > 1e-5:
+            problems.append(f"output {name!r}: max abs error {out['max_abs_err']:.3g} > 1e-5 vs onnx.reference")
+    off_cpu = {n: p for n, p in result.get("node_providers", {}).items() if p != "CPUExecutionProvider"}
+    if off_cpu:
+        problems.append(f"nodes ran outside CPUExecutionProvider: {off_cpu}")
+    if not result.get("node_providers"):
+        problems.append("the profile recorded no node placements")
+    if not result.get("ok", False) and not problems:
+        problems.append("probe reported failure")
+    return problems
+
+
+def parse_ccache_stats(text: str) -> dict[str, int]:
+    """ccache --print-stats is 'key<TAB>value' lines; keep the counters that tell the hit rate."""
+    wanted = {"direct_cache_hit", "preprocessed_cache_hit", "cache_miss"}
+    stats: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("\t")
+        if key in wanted and value.strip().isdigit():
+            stats[key] = int(value)
+    return stats
+
+
+def deterministic_tarball(tree: Path, archive: Path, top: str, mtime: int) -> None:
+    """A .tar.gz whose bytes depend only on the files: sorted, fixed owner, fixed times."""
+    tmp = archive.with_name(archive.name + ".part")
+    with (
+        tmp.open("wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for path in sorted(tree.rglob("*")):
+            info = tar.gettarinfo(str(path), arcname=f"{top}/{path.relative_to(tree)}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = mtime
+            if info.isfile():
+                with path.open("rb") as fh:
+                    tar.addfile(info, fh)
+            else:
+                tar.addfile(info)
+    tmp.rename(archive)

@@ -1,0 +1,1 @@
+"""Post-build checks that run the artifact outside the build environment."""

@@ -1,0 +1,186 @@
+"""Command line: ``ortdist build|plan|patches check|validate|schema|providers``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from . import __version__, registry, sources
+from .builder import Builder
+from .errors import OrtdistError, PatchError
+from .fsutil import atomic_write_text
+from .patches import Patch, apply_series, read_series
+from .paths import Cache, project_root
+from .plan import BuildPlan, make_plan
+from .progress import format_duration
+from .recipe import Recipe, load_recipe
+from .recipe.schema import recipe_schema_text
+from .toolchains import load_toolchain, make_toolchain
+
+SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
+
+
+def resolve_recipe_path(arg: str, project: Path) -> Path:
+    path = Path(arg)
+    if not path.suffix and not path.exists():
+        path = project / "recipes" / f"{arg}.toml"
+    return path
+
+
+def load_patches(recipe: Recipe, project: Path) -> tuple[Patch, ...]:
+    if recipe.patch_series == "none":
+        return ()
+    return read_series(project / "patches" / recipe.patch_series)
+
+
+def plan_for(recipe_arg: str, project: Path) -> tuple[BuildPlan, Path]:
+    path = resolve_recipe_path(recipe_arg, project)
+    recipe = load_recipe(path)
+    toolchain = load_toolchain(project, recipe.toolchain)
+    return make_plan(recipe, toolchain, load_patches(recipe, project)), path
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    project = project_root()
+    plan, path = plan_for(args.recipe, project)
+    dist = (Path(args.dist) if args.dist else project / "dist") / plan.recipe.name
+    builder = Builder(
+        plan=plan,
+        toolchain=make_toolchain(plan.toolchain),
+        cache=Cache.default(),
+        dist=dist,
+        recipe_path=path,
+        jobs=args.jobs or os.cpu_count() or 2,
+    )
+    results = builder.run()
+    print(f"\nortdist: built {plan.recipe.name} in {format_duration(builder.timings['total'])}")
+    for art in results.get("artifacts", []):
+        tag = f"  [{art['tag']}]" if "tag" in art else ""
+        print(f"  {dist / art['path']}  {art['size'] / 1e6:.1f} MB{tag}")
+    print(f"  manifest: {dist / 'manifest.json'}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    plan, _ = plan_for(args.recipe, project_root())
+    print(json.dumps(plan.summary(), indent=2))
+    return 0
+
+
+def cmd_patches_check(args: argparse.Namespace) -> int:
+    """Apply each series to a fresh copy of its pinned source; nothing is kept."""
+    project = project_root()
+    cache = Cache.default()
+    series_dirs = (
+        [project / "patches" / args.series]
+        if args.series
+        else sorted(p for p in (project / "patches").iterdir() if (p / "series").is_file())
+    )
+    failures = 0
+    for directory in series_dirs:
+        version = registry.ort_versions().get(directory.name)
+        if version is None:
+            print(f"{directory.name}: no pinned source for this version; skipped")
+            continue
+        patches = read_series(directory)
+        archive = sources.fetch(sources.debian_orig(version.source), cache.downloads)
+        with tempfile.TemporaryDirectory(prefix="ortdist-patches-") as tmp:
+            tree = Path(tmp) / "src"
+            sources.unpack(archive, tree)
+            try:
+                apply_series(patches, tree)
+            except PatchError as exc:
+                failures += 1
+                print(f"FAIL {directory.name}: {exc}")
+                continue
+        print(f"ok   {directory.name}: {len(patches)} patch(es) apply cleanly to {version.source.orig_tarball}")
+    return 1 if failures else 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    project = project_root()
+    paths = [Path(p) for p in args.recipes] or sorted((project / "recipes").glob("*.toml"))
+    for path in paths:
+        plan, _ = plan_for(str(path), project)
+        print(f"ok   {path.name}: {', '.join(ep.name for ep in plan.providers)} on {plan.target.triple}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    path = project_root() / SCHEMA_PATH
+    text = recipe_schema_text()
+    if args.check:
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            print(f"{path} is out of date; run `ortdist schema --write`", file=sys.stderr)
+            return 1
+        print(f"{path} is up to date")
+        return 0
+    if args.write:
+        atomic_write_text(path, text)
+        print(f"wrote {path}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_providers(_args: argparse.Namespace) -> int:
+    for ep in registry.providers().values():
+        print(f"{ep.name:9} {ep.provider:27} {ep.summary}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ortdist", description=__doc__)
+    p.add_argument("--version", action="version", version=f"ortdist {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("build", help="build a recipe into dist/<recipe>/")
+    b.add_argument("recipe", help="recipes/<name>.toml or just <name>")
+    b.add_argument("--jobs", "-j", type=int, default=0, help="parallel compile jobs (default: all cores)")
+    b.add_argument("--dist", help="output root (default: <project>/dist)")
+    b.set_defaults(func=cmd_build)
+
+    pl = sub.add_parser("plan", help="print the build plan (CMake command, steps, artifacts) as JSON")
+    pl.add_argument("recipe")
+    pl.set_defaults(func=cmd_plan)
+
+    pa = sub.add_parser("patches", help="patch series tools")
+    pa_sub = pa.add_subparsers(dest="patches_command", required=True)
+    pc = pa_sub.add_parser("check", help="apply every series to a fresh copy of its source")
+    pc.add_argument("series", nargs="?", help="one series (e.g. 1.21.0); default: all")
+    pc.set_defaults(func=cmd_patches_check)
+
+    v = sub.add_parser("validate", help="load and plan recipes (default: all in recipes/)")
+    v.add_argument("recipes", nargs="*")
+    v.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("schema", help="print, write or check the recipe JSON schema")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--write", action="store_true")
+    g.add_argument("--check", action="store_true")
+    s.set_defaults(func=cmd_schema)
+
+    pr = sub.add_parser("providers", help="list the execution-provider registry")
+    pr.set_defaults(func=cmd_providers)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except OrtdistError as exc:
+        print(f"ortdist: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("\nortdist: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Patch series: ``patches/<series>/series`` lists patch files applied in order with ``patch -p1``.
+
+Patches are applied to a fresh copy of the source. Each one is dry-run first; a patch that
+does not apply is reported with the patch, the file and the hunk, and the copy is discarded.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import run
+from .errors import PatchError
+from .fsutil import sha256_file
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    path: Path
+    sha256: str
+
+
+def read_series(directory: Path) -> tuple[Patch, ...]:
+    series = directory / "series"
+    if not series.is_file():
+        raise PatchError(
+            f"no series file in {directory}",
+            where=str(directory),
+            fix='create it listing one patch file per line, or set patches = "none" in the recipe',
+        )
+    out: list[Patch] = []
+    for lineno, raw in enumerate(series.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        path = directory / line
+        if not path.is_file():
+            raise PatchError(
+                f"listed patch {line!r} does not exist",
+                where=f"{series}:{lineno}",
+                fix="add the file or remove the line",
+            )
+        out.append(Patch(name=line, path=path, sha256=sha256_file(path)))
+    return tuple(out)
+
+
+_FILE = re.compile(r"^(?:checking|patching) file (?P<file>.+?)(?: \(read from .*\))?$")
+_HUNK = re.compile(r"^Hunk #(?P<hunk>\d+) FAILED at (?P<line>\d+)")
+
+
+def describe_failure(output: str) -> list[str]:
+    """Turn GNU patch's output into 'file: hunk #N failed at line L' items (pure, unit-tested)."""
+    problems: list[str] = []
+    current = "?"
+    for line in output.splitlines():
+        if m := _FILE.match(line):
+            current = m["file"].strip("'`")
+        elif m := _HUNK.match(line):
+            problems.append(f"{current}: hunk #{m['hunk']} does not apply (expected near line {m['line']})")
+        elif "can't find file to patch" in line:
+            problems.append("a file the patch changes does not exist in the source")
+        elif line.startswith("Reversed (or previously applied) patch detected"):
+            problems.append(f"{current}: already applied (or reversed)")
+        elif "No such file" in line:
+            problems.append(f"{current}: {line.strip()}")
+    return problems or [output.strip().splitlines()[-1] if output.strip() else "patch failed"]
+
+
+def apply(patch: Patch, tree: Path) -> None:
+    base = [
+        "patch",
+        "-p1",
+        "--forward",
+        "--batch",
+        "--no-backup-if-mismatch",
+        "-r",
+        "-",
+        "-d",
+        str(tree),
+        "-i",
+        str(patch.path),
+    ]
+    if shutil.which("patch") is None:
+        raise PatchError("GNU patch is not installed", fix="apt-get install patch")
+    dry = run.capture([*base, "--dry-run"], check=False)
+    if dry.returncode != 0:
+        problems = describe_failure(dry.stdout + dry.stderr)
+        raise PatchError(
+            "does not apply:\n" + "\n".join(f"    {p}" for p in problems),
+            where=f"patch {patch.path}",
+            fix="refresh the patch against this source (or drop it from the series); the patched copy was discarded",
+        )
+    run.capture(base, error=PatchError, what=f"applying {patch.name}")
+
+
+def apply_series(patches: tuple[Patch, ...], tree: Path) -> None:
+    for patch in patches:
+        apply(patch, tree)

@@ -1,0 +1,171 @@
+"""Recipe -> BuildPlan: every decision about a build, made without touching the disk or network.
+
+The plan is the heart of the unit tests: given a recipe, the registry, a toolchain spec and the
+patch series, it fixes the CMake defines, the steps, the artifacts and the names, so a reviewer
+can read what a build will do (``ortdist plan RECIPE``) before spending half an hour on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import registry
+from .errors import RecipeError
+from .fsutil import sha256_text
+from .patches import Patch
+from .paths import IN_ROOT_BUILD, IN_ROOT_DEPS, IN_ROOT_SHIMS, IN_ROOT_SOURCE, IN_ROOT_WORK
+from .recipe import Recipe
+from .registry import ExecutionProvider, OrtVersion, Target
+from .toolchains.spec import ToolchainSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildPlan:
+    recipe: Recipe
+    version: OrtVersion
+    target: Target
+    providers: tuple[ExecutionProvider, ...]
+    toolchain: ToolchainSpec
+    patches: tuple[Patch, ...]
+    source_key: str
+    cmake_defines: dict[str, str]
+    steps: tuple[str, ...]
+    distribution: str
+    python: tuple[str, ...]
+    repair_excludes: tuple[str, ...]
+
+    @property
+    def builds_shared_library(self) -> bool:
+        return self.recipe.linkage in ("shared", "both")
+
+    @property
+    def builds_wheel(self) -> bool:
+        return self.recipe.wheel.enabled
+
+    def configure_argv(self) -> list[str]:
+        return [
+            "cmake",
+            "-G",
+            "Ninja",
+            "-S",
+            f"{IN_ROOT_SOURCE}/cmake",
+            "-B",
+            str(IN_ROOT_BUILD),
+            *(f"-D{k}={v}" for k, v in self.cmake_defines.items()),
+        ]
+
+    def build_argv(self, jobs: int) -> list[str]:
+        return ["cmake", "--build", str(IN_ROOT_BUILD), "--parallel", str(jobs)]
+
+    def configure_digest(self) -> str:
+        """Changes whenever the configure command would change: a reason to re-run CMake."""
+        return sha256_text(*self.configure_argv())
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe.name,
+            "ort_version": self.version.version,
+            "target": self.target.triple,
+            "execution_providers": [ep.name for ep in self.providers],
+            "provider_names": [ep.provider for ep in self.providers],
+            "linkage": self.recipe.linkage,
+            "build_type": self.recipe.build_type,
+            "toolchain": self.toolchain.name,
+            "patches": [{"name": p.name, "sha256": p.sha256} for p in self.patches],
+            "source_key": self.source_key,
+            "steps": list(self.steps),
+            "distribution": self.distribution if self.builds_wheel else None,
+            "python": list(self.python),
+            "repair_excludes": list(self.repair_excludes),
+            "cmake_configure": self.configure_argv(),
+        }
+
+
+def distribution_name(providers: tuple[ExecutionProvider, ...]) -> str:
+    """'onnxruntime' plus the registry suffixes of the non-CPU EPs, deduplicated, in registry order."""
+    suffixes = list(dict.fromkeys(ep.wheel_suffix for ep in providers if ep.wheel_suffix))
+    return "-".join(["onnxruntime", *suffixes])
+
+
+def resolve_providers(recipe: Recipe) -> tuple[ExecutionProvider, ...]:
+    table = registry.providers()
+    wanted = {"cpu", *recipe.execution_providers}
+    return tuple(ep for name, ep in table.items() if name in wanted)
+
+
+def source_key(recipe: Recipe, version: OrtVersion, patches: tuple[Patch, ...]) -> str:
+    src = recipe.source
+    identity = {
+        "debian": (src.sha256 or version.source.sha256,),
+        "git": (src.url, src.tag, src.commit),
+        "path": (src.path,),
+    }[src.kind]
+    return sha256_text(src.kind, *identity, *(p.sha256 for p in patches))[:16]
+
+
+def make_plan(recipe: Recipe, toolchain: ToolchainSpec, patches: tuple[Patch, ...]) -> BuildPlan:
+    version = registry.ort_versions()[recipe.ort_version]
+    target = registry.targets()[recipe.target]
+    providers = resolve_providers(recipe)
+
+    if recipe.target not in toolchain.targets:
+        raise RecipeError(
+            f"toolchain {toolchain.name!r} cannot build for {recipe.target!r}",
+            where=f"recipe {recipe.name} key 'target'",
+            fix=f"{toolchain.name} builds for: {', '.join(toolchain.targets)}",
+        )
+    if recipe.linkage != "shared":
+        raise RecipeError(
+            f"linkage {recipe.linkage!r} needs the monolithic static-library bundler, which this version of "
+            "ortdist does not have yet",
+            where=f"recipe {recipe.name} key 'linkage'",
+            fix='use linkage = "shared" for now',
+        )
+    python = recipe.wheel.python if recipe.wheel.enabled else ()
+    unsupported = [v for v in python if v not in toolchain.python]
+    if unsupported:
+        raise RecipeError(
+            f"Python {', '.join(unsupported)} is not available in toolchain {toolchain.name!r}",
+            where=f"recipe {recipe.name} [wheel] key 'python'",
+            fix=f"use one of {list(toolchain.python)}",
+        )
+
+    defines: dict[str, str] = {
+        "CMAKE_BUILD_TYPE": recipe.build_type,
+        "CMAKE_INSTALL_PREFIX": str(IN_ROOT_WORK / "install"),
+        "CMAKE_C_COMPILER_LAUNCHER": "ccache",
+        "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+        "onnxruntime_BUILD_SHARED_LIB": "ON" if recipe.linkage in ("shared", "both") else "OFF",
+        "onnxruntime_ENABLE_PYTHON": "ON" if recipe.wheel.enabled else "OFF",
+        "onnxruntime_BUILD_UNIT_TESTS": "OFF",
+    }
+    for dep in version.deps:
+        defines[f"FETCHCONTENT_SOURCE_DIR_{dep.name.upper()}"] = str(IN_ROOT_DEPS / dep.name)
+    for key, value in toolchain.cmake.items():
+        defines[key] = value.replace("{shims}", str(IN_ROOT_SHIMS))
+    for ep in providers:
+        defines.update(ep.cmake)
+    defines.update(recipe.cmake_defines)
+
+    steps = ["toolchain", "source", "configure", "build"]
+    if recipe.linkage in ("shared", "both"):
+        steps.append("install")
+    if recipe.wheel.enabled:
+        steps += ["wheel", "repair", "check"]
+    steps.append("publish")
+
+    return BuildPlan(
+        recipe=recipe,
+        version=version,
+        target=target,
+        providers=providers,
+        toolchain=toolchain,
+        patches=patches,
+        source_key=source_key(recipe, version, patches),
+        cmake_defines=defines,
+        steps=tuple(steps),
+        distribution=recipe.wheel.distribution or distribution_name(providers),
+        python=tuple(python),
+        repair_excludes=tuple(dict.fromkeys(lib for ep in providers for lib in ep.runtime_libs)),
+    )

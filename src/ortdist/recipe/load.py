@@ -1,0 +1,192 @@
+"""TOML -> Recipe, refusing anything unknown or mistyped with the file, the key and a did-you-mean."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from .. import registry
+from ..errors import RecipeError
+from .model import Recipe
+
+T = TypeVar("T")
+
+
+def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else ""
+
+
+def _fix(hint: str, fallback: str) -> str:
+    return hint if hint else fallback
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check ``value`` against the type ``hint`` and convert lists to tuples, tables to dataclasses."""
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise RecipeError(f"must be a table, got {type(value).__name__}", where=where)
+        return _build(hint, value, where)  # type: ignore[arg-type]
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+        if value not in allowed:
+            hint_text = did_you_mean(str(value), [str(a) for a in allowed])
+            raise RecipeError(
+                f"{value!r} is not one of {', '.join(repr(a) for a in allowed)}",
+                where=where,
+                fix=_fix(hint_text, f"use one of {list(allowed)}"),
+            )
+        return value
+    if origin is tuple:
+        (item,) = {a for a in typing.get_args(hint) if a is not Ellipsis}
+        if not isinstance(value, list):
+            raise RecipeError(f"must be a list, got {type(value).__name__}", where=where)
+        return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin in (Mapping, dict) or hint is Mapping:
+        if not isinstance(value, dict):
+            raise RecipeError(f"must be a table, got {type(value).__name__}", where=where)
+        for k, v in value.items():
+            if not isinstance(v, str):
+                raise RecipeError(
+                    f"must be a string, got {type(v).__name__}",
+                    where=f"{where}.{k}",
+                    fix=f'quote it: {k} = "{str(v).upper() if isinstance(v, bool) else v}"',
+                )
+        return types.MappingProxyType(dict(value))
+    if hint is bool and not isinstance(value, bool):
+        raise RecipeError(f"must be true or false, got {value!r}", where=where)
+    if hint is str and not isinstance(value, str):
+        raise RecipeError(f"must be a string, got {type(value).__name__} {value!r}", where=where)
+    return value
+
+
+def _build(cls: type[T], data: dict[str, Any], where: str) -> T:
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        key_where = f"{where} key '{key}'" if where.endswith("]") else f"{where}.{key}"
+        if key not in fields:
+            raise RecipeError(
+                f"unknown key '{key}'",
+                where=key_where,
+                fix=_fix(did_you_mean(key, fields), f"allowed keys: {', '.join(sorted(fields))}"),
+            )
+        kwargs[key] = _coerce(value, hints[key], key_where)
+    missing = [
+        name
+        for name, f in fields.items()
+        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise RecipeError(
+            f"missing required key(s) {missing}", where=where, fix=f'add {missing[0]} = "..." at the top of the recipe'
+        )
+    return cls(**kwargs)
+
+
+def load_recipe_text(text: str, origin: Path) -> Recipe:
+    """Parse and validate a recipe; ``origin`` names the file in every error."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"not valid TOML: {exc}", where=str(origin)) from exc
+    recipe = _build(Recipe, data, f"{origin} [recipe]")
+    validate(recipe, origin)
+    return recipe
+
+
+def load_recipe(path: Path) -> Recipe:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RecipeError(
+            f"cannot read recipe: {exc.strerror}", where=str(path), fix="pass a path to recipes/<name>.toml"
+        ) from exc
+    return load_recipe_text(text, path)
+
+
+def validate(recipe: Recipe, origin: Path) -> None:
+    """Cross-field checks that need the registry: names, versions, EPs on the target."""
+    where = str(origin)
+    if origin.suffix == ".toml" and recipe.name != origin.stem:
+        raise RecipeError(
+            f"name {recipe.name!r} differs from the file name {origin.stem!r}",
+            where=f"{where} key 'name'",
+            fix=f'set name = "{origin.stem}" or rename the file',
+        )
+    versions = registry.ort_versions()
+    if recipe.ort_version not in versions:
+        raise RecipeError(
+            f"unknown ORT version {recipe.ort_version!r}",
+            where=f"{where} key 'ort_version'",
+            fix=_fix(did_you_mean(recipe.ort_version, versions), f"supported: {', '.join(versions)}"),
+        )
+    targets = registry.targets()
+    if recipe.target not in targets:
+        raise RecipeError(
+            f"unknown target triple {recipe.target!r}",
+            where=f"{where} key 'target'",
+            fix=_fix(did_you_mean(recipe.target, targets), f"known: {', '.join(targets)}"),
+        )
+    eps = registry.providers()
+    by_provider = {ep.provider.lower(): ep.name for ep in eps.values()}
+    seen: set[str] = set()
+    for i, name in enumerate(recipe.execution_providers):
+        key = f"{where} key 'execution_providers[{i}]'"
+        if name not in eps:
+            alias = by_provider.get(name.lower())
+            hint = f"did you mean '{alias}'? (recipes use registry names)" if alias else did_you_mean(name, eps)
+            raise RecipeError(
+                f"unknown execution provider {name!r}",
+                where=key,
+                fix=_fix(hint, "run `ortdist providers` for the list"),
+            )
+        if name in seen:
+            raise RecipeError(f"execution provider {name!r} listed twice", where=key, fix="remove the duplicate")
+        seen.add(name)
+        ep = eps[name]
+        if recipe.target not in ep.targets:
+            raise RecipeError(
+                f"execution provider {name!r} does not exist for target {recipe.target!r}",
+                where=key,
+                fix=f"{name} is available for: {', '.join(ep.targets)}",
+            )
+        if recipe.linkage != "shared" and not ep.static_link:
+            raise RecipeError(
+                f"execution provider {name!r} cannot be linked statically (linkage = {recipe.linkage!r})",
+                where=key,
+                fix='use linkage = "shared" or drop the EP',
+            )
+    switches = {k for ep in eps.values() for k in ep.cmake}
+    for define in recipe.cmake_defines:
+        if define in switches:
+            raise RecipeError(
+                f"{define} is an EP switch; it is derived from execution_providers",
+                where=f"{where} [cmake_defines]",
+                fix="list the EP in execution_providers instead",
+            )
+    src = recipe.source
+    if src.kind == "git" and not (src.url and src.tag):
+        raise RecipeError(
+            "a git source needs url and tag",
+            where=f"{where} [source]",
+            fix='add url = "https://..." and tag = "v1.21.0"',
+        )
+    if src.kind == "path" and not src.path:
+        raise RecipeError(
+            "a path source needs path", where=f"{where} [source]", fix='add path = "/path/to/onnxruntime"'
+        )
+    if recipe.wheel.enabled and not targets[recipe.target].supports_wheels:
+        raise RecipeError(
+            f"target {recipe.target!r} has no Python wheels",
+            where=f"{where} [wheel] key 'enabled'",
+            fix="set enabled = false under [wheel]",
+        )

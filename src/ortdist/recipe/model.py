@@ -1,0 +1,99 @@
+"""The recipe model: frozen, documented dataclasses.
+
+Every field carries a ``help`` text in its metadata. The loader uses the field types to check
+input, and ``schema.py`` turns the same fields into the JSON schema committed in ``recipes/``,
+so documentation, validation and schema cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+Linkage = Literal["shared", "static", "both"]
+BuildType = Literal["Release", "RelWithDebInfo", "MinSizeRel", "Debug"]
+SourceKind = Literal["debian", "git", "path"]
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceSettings:
+    """Where the ONNX Runtime source comes from. The default is the pinned Debian orig tarball."""
+
+    kind: SourceKind = field(
+        default="debian",
+        metadata=_help(
+            "'debian': the orig tarball of the ORT version from Debian's pool (offline-friendly, "
+            "pinned in ortdist's data); 'git': a git URL and tag; 'path': a local source tree."
+        ),
+    )
+    sha256: str = field(
+        default="",
+        metadata=_help("debian only: override the pinned sha256 of the orig tarball (lowercase hex)."),
+    )
+    url: str = field(default="", metadata=_help("git only: repository URL to clone."))
+    tag: str = field(default="", metadata=_help("git only: tag (or branch) to check out, e.g. 'v1.21.0'."))
+    commit: str = field(
+        default="", metadata=_help("git only: full commit hash the tag must resolve to (verified when set).")
+    )
+    path: str = field(
+        default="", metadata=_help("path only: ORT source tree; relative paths are resolved from the recipe.")
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelSettings:
+    """The Python wheel built from the recipe."""
+
+    enabled: bool = field(default=True, metadata=_help("Build a Python wheel."))
+    distribution: str = field(
+        default="",
+        metadata=_help(
+            "Distribution name of the wheel. Empty: 'onnxruntime', plus '-<suffix>' from the EP registry "
+            "for the recipe's non-CPU EPs with a suffix (several suffixes are joined with '-' in registry order)."
+        ),
+    )
+    python: tuple[str, ...] = field(
+        default=("3.13",), metadata=_help("CPython versions to build the binding for, e.g. ['3.13'].")
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """One ONNX Runtime distribution: what to build, for which target, with which EPs."""
+
+    name: str = field(metadata=_help("Recipe name; must equal the file name without '.toml'."))
+    description: str = field(metadata=_help("One line shown by `nox -l` and in the manifest."))
+    ort_version: str = field(default="1.21.0", metadata=_help("ONNX Runtime version (a key of ort_versions.toml)."))
+    source: SourceSettings = field(default_factory=SourceSettings, metadata=_help("Source of ORT."))
+    target: str = field(default="x86_64-unknown-linux-gnu", metadata=_help("Target triple (a key of targets.toml)."))
+    execution_providers: tuple[str, ...] = field(
+        default=("cpu",),
+        metadata=_help("Execution providers to build, by registry name (see `ortdist providers`); 'cpu' is implied."),
+    )
+    linkage: Linkage = field(
+        default="shared",
+        metadata=_help("'shared': libonnxruntime.so; 'static': one monolithic static library; 'both'."),
+    )
+    build_type: BuildType = field(default="Release", metadata=_help("CMAKE_BUILD_TYPE."))
+    toolchain: str = field(
+        default="debian-trixie", metadata=_help("Toolchain: a file toolchains/<name>.toml in the project.")
+    )
+    patches: str = field(
+        default="",
+        metadata=_help("Patch series directory under patches/ (default: the ORT version); 'none' applies none."),
+    )
+    wheel: WheelSettings = field(default_factory=WheelSettings, metadata=_help("Python wheel settings."))
+    cmake_defines: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({}),
+        metadata=_help("Extra CMake defines passed last (NAME = 'value'); EP switches belong in execution_providers."),
+    )
+
+    @property
+    def patch_series(self) -> str:
+        return self.patches or self.ort_version

@@ -1,0 +1,132 @@
+"""The one door to subprocesses.
+
+Every command is echoed as ``+ cmd`` (with the environment variables it changes), so a log
+reads like a shell transcript that can be replayed by hand. Output can be captured, streamed
+line by line to a callback (used for ninja progress), and teed into a log file.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from .errors import OrtdistError
+
+Command = Sequence[str | os.PathLike[str]]
+
+
+def format_command(cmd: Command, env: Mapping[str, str] | None = None) -> str:
+    changed = ""
+    if env:
+        diff = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        changed = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(diff.items()))
+    text = shlex.join(os.fspath(c) for c in cmd)
+    return f"+ {changed} {text}" if changed else f"+ {text}"
+
+
+def _merged_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    if env is None:
+        return None
+    merged = dict(os.environ)
+    merged.update(env)
+    return merged
+
+
+def call(
+    cmd: Command,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    log: TextIO | None = None,
+    echo: bool = True,
+    error: type[OrtdistError] = OrtdistError,
+    what: str | None = None,
+) -> None:
+    """Run ``cmd`` to completion with its output going to ``log`` (or our stdout)."""
+    line = format_command(cmd, env)
+    if echo:
+        print(line, file=sys.stderr, flush=True)
+    out: TextIO = log if log is not None else sys.stdout
+    if log is not None:
+        log.write(line + "\n")
+        log.flush()
+    result = subprocess.run(
+        [os.fspath(c) for c in cmd],
+        cwd=cwd,
+        env=_merged_env(env),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise error(
+            f"{what or 'command'} failed with exit code {result.returncode}: {line[2:]}",
+            fix=f"see the full output in {log.name}" if log is not None else None,
+        )
+
+
+def capture(
+    cmd: Command,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    error: type[OrtdistError] = OrtdistError,
+    what: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` quietly and return its stdout/stderr as text."""
+    result = subprocess.run(
+        [os.fspath(c) for c in cmd],
+        cwd=cwd,
+        env=_merged_env(env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-15:]
+        raise error(
+            f"{what or 'command'} failed with exit code {result.returncode}: {format_command(cmd)[2:]}\n"
+            + "\n".join(f"    {t}" for t in tail)
+        )
+    return result
+
+
+def stream(
+    cmd: Command,
+    *,
+    on_line: Callable[[str], None],
+    log: TextIO,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Run ``cmd``, writing every output line to ``log`` and handing it to ``on_line``.
+
+    Returns the exit code; the caller decides what a failure means (it has the context to
+    explain it, e.g. the failing ninja edge).
+    """
+    line = format_command(cmd, env)
+    print(line, file=sys.stderr, flush=True)
+    log.write(line + "\n")
+    log.flush()
+    with subprocess.Popen(
+        [os.fspath(c) for c in cmd],
+        cwd=cwd,
+        env=_merged_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        bufsize=1,
+    ) as proc:
+        assert proc.stdout is not None
+        for text in proc.stdout:
+            log.write(text)
+            on_line(text.rstrip("\n"))
+        log.flush()
+        return proc.wait()

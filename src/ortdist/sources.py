@@ -1,0 +1,170 @@
+"""Fetch, verify and unpack sources: Debian orig tarballs, PyPI sdists, git tags, local trees.
+
+A download is written to ``<name>.part`` and only renamed into the cache once its sha256
+matches the pin; a mismatch deletes it and extracts nothing. Unpacking goes to a temp sibling
+directory that is renamed into place when complete.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tarfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import run
+from .errors import SourceError
+from .fsutil import sha256_file, temp_sibling_dir
+from .registry import DebianSource, SdistDependency
+
+DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
+DEFAULT_PYPI_SIMPLE = "https://pypi.org/simple"
+
+
+def debian_mirror() -> str:
+    return os.environ.get("ORTDIST_DEBIAN_MIRROR", DEFAULT_DEBIAN_MIRROR).rstrip("/")
+
+
+def pypi_simple() -> str:
+    return os.environ.get("ORTDIST_PYPI_SIMPLE", DEFAULT_PYPI_SIMPLE).rstrip("/")
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A file to fetch: where from, what to call it, and the sha256 it must have."""
+
+    url: str
+    filename: str
+    sha256: str
+    origin: str  # where the pin is written, for error messages
+
+
+def debian_orig(source: DebianSource, sha256_override: str = "") -> Pinned:
+    return Pinned(
+        url=f"{debian_mirror()}/{source.pool_path}",
+        filename=source.orig_tarball,
+        sha256=sha256_override or source.sha256,
+        origin="recipe [source] sha256" if sha256_override else "ortdist/data/ort_versions.toml",
+    )
+
+
+def pypi_sdist_url(project: str, filename: str) -> str:
+    """Find ``filename`` on the PyPI simple index (PEP 503 HTML) and return its URL."""
+    index = f"{pypi_simple()}/{project}/"
+    try:
+        with urllib.request.urlopen(index, timeout=60) as resp:
+            html = resp.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError) as exc:
+        raise SourceError(
+            f"cannot read the PyPI index {index}: {exc}",
+            fix="check the network or set ORTDIST_PYPI_SIMPLE to a reachable mirror",
+        ) from exc
+    for href in re.findall(r'href="([^"]+)"', html):
+        if href.split("#", 1)[0].rsplit("/", 1)[-1] == filename:
+            return str(urllib.parse.urljoin(index, href.split("#", 1)[0]))
+    raise SourceError(f"{filename} is not on {index}", fix="check the pinned version in ort_versions.toml")
+
+
+def sdist(dep: SdistDependency) -> Pinned:
+    return Pinned(
+        url=pypi_sdist_url(dep.pypi_sdist, dep.filename),
+        filename=dep.filename,
+        sha256=dep.sha256,
+        origin=f"ortdist/data/ort_versions.toml deps.{dep.name}",
+    )
+
+
+def verify(path: Path, pin: Pinned) -> None:
+    actual = sha256_file(path)
+    if actual != pin.sha256:
+        raise SourceError(
+            f"sha256 mismatch for {pin.filename}: expected {pin.sha256}, got {actual}",
+            where=pin.url,
+            fix=f"the file differs from the pin in {pin.origin}; if the pin is wrong, correct it there, "
+            "otherwise the mirror served a different file: nothing was extracted",
+        )
+
+
+def fetch(pin: Pinned, downloads: Path) -> Path:
+    """Return the cached, verified file, downloading it if needed."""
+    downloads.mkdir(parents=True, exist_ok=True)
+    final = downloads / pin.filename
+    if final.is_file():
+        try:
+            verify(final, pin)
+            return final
+        except SourceError:
+            final.unlink()  # a stale or corrupt cache entry: fetch again, verify again
+    part = final.with_name(final.name + ".part")
+    print(f"ortdist: fetching {pin.url}", file=sys.stderr)
+    try:
+        with urllib.request.urlopen(pin.url, timeout=120) as resp, part.open("wb") as out:
+            shutil.copyfileobj(resp, out, 1 << 20)
+    except (urllib.error.URLError, OSError) as exc:
+        part.unlink(missing_ok=True)
+        raise SourceError(
+            f"download failed: {exc}",
+            where=pin.url,
+            fix="check the network, or set ORTDIST_DEBIAN_MIRROR / ORTDIST_PYPI_SIMPLE",
+        ) from exc
+    try:
+        verify(part, pin)
+    except SourceError:
+        part.unlink(missing_ok=True)
+        raise
+    part.rename(final)
+    return final
+
+
+def unpack(archive: Path, dest: Path) -> None:
+    """Unpack a tarball whose members share one top directory into ``dest`` (all or nothing)."""
+    with temp_sibling_dir(dest) as tmp:
+        try:
+            with tarfile.open(archive) as tar:
+                tar.extractall(tmp, filter="data")
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise SourceError(
+                f"cannot unpack {archive.name}: {exc}",
+                where=str(archive),
+                fix="delete the file from the cache so it is fetched again",
+            ) from exc
+        entries = list(tmp.iterdir())
+        if len(entries) == 1 and entries[0].is_dir():
+            entries[0].rename(dest)
+        else:
+            tmp.rename(dest)
+
+
+def git_checkout(url: str, tag: str, commit: str, dest: Path) -> None:
+    with temp_sibling_dir(dest) as tmp:
+        run.capture(
+            ["git", "clone", "--depth", "1", "--branch", tag, url, str(tmp / "src")],
+            error=SourceError,
+            what=f"git clone {url} {tag}",
+        )
+        head = run.capture(["git", "-C", str(tmp / "src"), "rev-parse", "HEAD"], error=SourceError).stdout.strip()
+        if commit and head != commit:
+            raise SourceError(
+                f"tag {tag} resolves to {head}, not the pinned commit {commit}",
+                where=url,
+                fix="update [source] commit if the tag moved on purpose",
+            )
+        (tmp / "src").rename(dest)
+
+
+def copy_tree(path: Path, dest: Path) -> None:
+    if not (path / "cmake" / "CMakeLists.txt").is_file():
+        raise SourceError(
+            f"{path} is not an ONNX Runtime source tree (no cmake/CMakeLists.txt)",
+            where="recipe [source] path",
+            fix="point path at the root of an onnxruntime checkout",
+        )
+    with temp_sibling_dir(dest) as tmp:
+        shutil.copytree(path, tmp / "src", symlinks=True, ignore=shutil.ignore_patterns(".git", "build"))
+        (tmp / "src").rename(dest)

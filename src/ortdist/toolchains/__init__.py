@@ -1,0 +1,65 @@
+"""Toolchains: one implementation per kind behind the ``Toolchain`` protocol, picked from a registry.
+
+A toolchain turns a spec (``toolchains/<name>.toml``) into a place where commands run: it
+creates and caches its root, and wraps commands so they run inside it with given bind mounts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TextIO
+
+from ..errors import RecipeError
+from ..paths import Cache
+from .spec import ToolchainSpec, load_toolchain
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path made visible at ``inside`` within the root."""
+
+    host: Path
+    inside: Path
+    read_only: bool = False
+
+
+class Toolchain(Protocol):
+    spec: ToolchainSpec
+
+    def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
+        """Create (once) and return the root with every build dependency installed."""
+        ...
+
+    def ensure_clean_root(self, cache: Cache, log: TextIO) -> Path:
+        """Create (once) and return a root with only a bare Python, for post-build checks."""
+        ...
+
+    def wrap(
+        self,
+        root: Path,
+        cmd: Sequence[str],
+        *,
+        binds: Sequence[Bind] = (),
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> list[str]:
+        """The host argv that runs ``cmd`` inside ``root`` (pure: builds the command, runs nothing)."""
+        ...
+
+
+def make_toolchain(spec: ToolchainSpec) -> Toolchain:
+    from .debian_sysroot import DebianSysroot
+
+    kinds: dict[str, Callable[[ToolchainSpec], Toolchain]] = {"debian-sysroot": DebianSysroot}
+    if spec.kind not in kinds:
+        raise RecipeError(
+            f"toolchain kind {spec.kind!r} is not supported",
+            where=f"toolchains/{spec.name}.toml",
+            fix=f"kinds: {', '.join(kinds)}",
+        )
+    return kinds[spec.kind](spec)
+
+
+__all__ = ["Bind", "Toolchain", "ToolchainSpec", "load_toolchain", "make_toolchain"]

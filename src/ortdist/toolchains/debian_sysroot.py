@@ -1,0 +1,246 @@
+"""Toolchain kind ``debian-sysroot``: a debootstrap root, entered with chroot as root.
+
+Commands run as ``unshare --mount`` + ``chroot``: bind mounts and /proc live in a private
+mount namespace that the kernel tears down when the command exits, so an interrupted build
+(Ctrl-C, kill -9) never leaves mounts behind, and ``rm -rf`` of the cache stays safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from .. import run
+from ..errors import ToolchainError
+from ..fsutil import sha256_text, temp_sibling_dir
+from ..paths import IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
+from . import Bind
+from .spec import ToolchainSpec
+
+STAMP = ".ortdist-root.json"
+BASE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+}
+
+
+def require_host_tools(*tools: str) -> None:
+    """Check host prerequisites, installing Debian packages for missing ones when we can."""
+    packages = {"debootstrap": "debootstrap", "unshare": "util-linux", "chroot": "coreutils", "patch": "patch"}
+    missing = [t for t in tools if shutil.which(t) is None]
+    if not missing:
+        return
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        wanted = sorted({packages.get(t, t) for t in missing})
+        run.capture(["apt-get", "update", "-qq"], check=False)
+        run.capture(
+            ["apt-get", "install", "-y", "-qq", *wanted], error=ToolchainError, what=f"installing host tools {wanted}"
+        )
+        missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        raise ToolchainError(
+            f"host tool(s) missing: {', '.join(missing)}",
+            fix=f"install them (Debian: apt-get install {' '.join(sorted({packages.get(t, t) for t in missing}))})",
+        )
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise ToolchainError(
+            "the debian-sysroot toolchain needs root (debootstrap, chroot and bind mounts)",
+            fix="run as root, e.g. `sudo nox -s build-cpu-linux`, or inside a rootless container "
+            "where you are root (`podman unshare`, `unshare --map-root-user --mount`)",
+        )
+
+
+class DebianSysroot:
+    def __init__(self, spec: ToolchainSpec) -> None:
+        self.spec = spec
+
+    # --- paths -------------------------------------------------------------------------------
+    def build_root_path(self, cache: Cache) -> Path:
+        return cache.sysroots / f"{self.spec.name}-{self.spec.digest[:12]}"
+
+    def clean_root_path(self, cache: Cache) -> Path:
+        digest = sha256_text(self.spec.suite, self.spec.mirror, *self.spec.clean_root_packages)
+        return cache.sysroots / f"{self.spec.name}-clean-{digest[:12]}"
+
+    # --- running inside ----------------------------------------------------------------------
+    def wrap(
+        self,
+        root: Path,
+        cmd: Sequence[str],
+        *,
+        binds: Sequence[Bind] = (),
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> list[str]:
+        q = shlex.quote
+        lines = ["set -e"]
+        for bind in binds:
+            target = root / bind.inside.relative_to("/")
+            lines.append(f"mkdir -p {q(str(target))}")
+            lines.append(f"mount --bind {q(str(bind.host))} {q(str(target))}")
+            if bind.read_only:
+                lines.append(f"mount -o remount,bind,ro {q(str(target))}")
+        lines.append(f"mount -t proc proc {q(str(root / 'proc'))}")
+        lines.append(f"mount --rbind /dev {q(str(root / 'dev'))}")
+        variables = {**BASE_ENV, **(env or {})}
+        inner = shlex.join(cmd)
+        if cwd is not None:
+            inner = f"cd {q(str(cwd))} && exec {inner}"
+        launcher = [
+            "chroot",
+            str(root),
+            "/usr/bin/env",
+            "-i",
+            *(f"{k}={v}" for k, v in variables.items()),
+            "/bin/sh",
+            "-c",
+            inner,
+        ]
+        lines.append("exec " + shlex.join(launcher))
+        return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", "\n".join(lines)]
+
+    # --- creating roots ----------------------------------------------------------------------
+    def _bootstrap(self, tmp: Path, packages: Sequence[str], log: TextIO) -> None:
+        run.call(
+            ["debootstrap", f"--variant={self.spec.variant}", self.spec.suite, str(tmp), self.spec.mirror],
+            log=log,
+            error=ToolchainError,
+            what="debootstrap",
+        )
+        shutil.copyfile("/etc/resolv.conf", tmp / "etc" / "resolv.conf")
+        apt_env = {"DEBIAN_FRONTEND": "noninteractive"}
+        run.call(
+            self.wrap(tmp, ["apt-get", "update"], env=apt_env),
+            log=log,
+            error=ToolchainError,
+            what="apt-get update in the new root",
+        )
+        run.call(
+            self.wrap(tmp, ["apt-get", "install", "-y", "--no-install-recommends", *packages], env=apt_env),
+            log=log,
+            error=ToolchainError,
+            what=f"apt-get install in the new root ({len(packages)} packages)",
+        )
+        run.call(self.wrap(tmp, ["apt-get", "clean"]), log=log, error=ToolchainError, what="apt-get clean")
+
+    def _stamp(self, tmp: Path, packages: Sequence[str]) -> None:
+        versions = run.capture(
+            self.wrap(tmp, ["dpkg-query", "-W", "-f", "${Package}\t${Version}\n"]),
+            error=ToolchainError,
+            what="dpkg-query",
+        ).stdout
+        installed = dict(line.split("\t", 1) for line in versions.splitlines() if "\t" in line)
+        info = {
+            "toolchain": self.spec.name,
+            "suite": self.spec.suite,
+            "digest": self.spec.digest,
+            "requested": list(packages),
+            "installed": installed,
+        }
+        (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+    def download_python_tools(self, cache: Cache, python: str) -> Path:
+        """Fetch wheels of the in-root tools on the host (pip in the root fails the TLS check here)."""
+        house = cache.wheelhouse(python)
+        house.mkdir(parents=True, exist_ok=True)
+        pins = [f"{name}=={version}" for name, version in self.spec.python_tools.items()]
+        if pins:
+            run.capture(
+                pip_download_argv(house, python, pins),
+                error=ToolchainError,
+                what=f"downloading {', '.join(pins)} from PyPI",
+            )
+        return house
+
+    def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
+        final = self.build_root_path(cache)
+        if (final / STAMP).is_file():
+            return final
+        require_root()
+        require_host_tools("debootstrap", "unshare", "chroot")
+        print(
+            f"ortdist: creating sysroot {final.name} (debootstrap {self.spec.suite}, "
+            f"{len(self.spec.all_packages())} packages; once per toolchain digest)",
+            file=sys.stderr,
+        )
+        python = self.spec.python[0]
+        house = self.download_python_tools(cache, python)
+        with temp_sibling_dir(final) as tmp:
+            self._bootstrap(tmp, self.spec.all_packages(), log)
+            venv = str(IN_ROOT_TOOLS_VENV)
+            run.call(
+                self.wrap(tmp, [f"python{python}", "-m", "venv", venv]),
+                log=log,
+                error=ToolchainError,
+                what="creating the tools venv",
+            )
+            pins = [f"{n}=={v}" for n, v in self.spec.python_tools.items()]
+            run.call(
+                self.wrap(
+                    tmp,
+                    [f"{venv}/bin/pip", "install", "--no-index", "--find-links", str(IN_ROOT_WHEELHOUSE), *pins],
+                    binds=[Bind(house, IN_ROOT_WHEELHOUSE, read_only=True)],
+                ),
+                log=log,
+                error=ToolchainError,
+                what="installing the Python tools in the root",
+            )
+            self._stamp(tmp, self.spec.all_packages())
+            tmp.rename(final)
+        return final
+
+    def ensure_clean_root(self, cache: Cache, log: TextIO) -> Path:
+        final = self.clean_root_path(cache)
+        if (final / STAMP).is_file():
+            return final
+        require_root()
+        require_host_tools("debootstrap", "unshare", "chroot")
+        print(f"ortdist: creating clean root {final.name}", file=sys.stderr)
+        with temp_sibling_dir(final) as tmp:
+            self._bootstrap(tmp, self.spec.clean_root_packages, log)
+            self._stamp(tmp, self.spec.clean_root_packages)
+            tmp.rename(final)
+        return final
+
+    def installed_packages(self, root: Path) -> dict[str, str]:
+        data = json.loads((root / STAMP).read_text(encoding="utf-8"))
+        return dict(data["installed"])
+
+
+def pip_download_argv(dest: Path, python: str, requirements: Sequence[str]) -> list[str]:
+    """pip download for CPython ``python`` on x86_64 Linux, binary wheels only."""
+    tag = python.replace(".", "")
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--dest",
+        str(dest),
+        "--only-binary=:all:",
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        "--abi",
+        f"cp{tag}",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+    ]
+    for plat in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"):
+        argv += ["--platform", plat]
+    return [*argv, *requirements]

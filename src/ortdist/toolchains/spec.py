@@ -1,0 +1,103 @@
+"""Toolchain specs: ``toolchains/<name>.toml`` loaded into a frozen dataclass."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import RecipeError
+from ..fsutil import sha256_file, sha256_text
+from ..recipe.load import did_you_mean
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolchainSpec:
+    name: str
+    kind: str
+    suite: str
+    variant: str
+    mirror: str
+    python: tuple[str, ...]
+    glibc: str
+    targets: tuple[str, ...]
+    packages: tuple[str, ...]
+    ep_packages: dict[str, tuple[str, ...]]
+    cmake: dict[str, str]
+    python_tools: dict[str, str]
+    clean_root_packages: tuple[str, ...]
+    shims_dir: Path
+    digest: str
+
+    def all_packages(self) -> tuple[str, ...]:
+        """Base packages plus every EP's packages: one sysroot serves every recipe of this toolchain."""
+        extra = [p for eps in self.ep_packages.values() for p in eps]
+        return tuple(dict.fromkeys([*self.packages, *extra]))
+
+
+_KEYS = {
+    "kind",
+    "targets",
+    "suite",
+    "variant",
+    "mirror",
+    "python",
+    "glibc",
+    "packages",
+    "ep_packages",
+    "cmake",
+    "python_tools",
+    "clean_root",
+}
+
+
+def toolchain_file(project: Path, name: str) -> Path:
+    return project / "toolchains" / f"{name}.toml"
+
+
+def load_toolchain(project: Path, name: str) -> ToolchainSpec:
+    path = toolchain_file(project, name)
+    if not path.is_file():
+        known = sorted(p.stem for p in (project / "toolchains").glob("*.toml"))
+        raise RecipeError(
+            f"unknown toolchain {name!r} (no {path})",
+            where="recipe key 'toolchain'",
+            fix=did_you_mean(name, known) or f"known toolchains: {', '.join(known)}",
+        )
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"not valid TOML: {exc}", where=str(path)) from exc
+    for key in data:
+        if key not in _KEYS:
+            raise RecipeError(f"unknown key '{key}'", where=str(path), fix=did_you_mean(key, _KEYS) or None)
+    shims = path.with_suffix("") / "cmake-shims"
+    shim_files = sorted(p for p in shims.rglob("*") if p.is_file()) if shims.is_dir() else []
+    digest = sha256_text(
+        path.read_text(encoding="utf-8"),
+        *(f"{p.relative_to(shims)}:{sha256_file(p)}" for p in shim_files),
+    )
+    try:
+        return ToolchainSpec(
+            name=name,
+            kind=data["kind"],
+            suite=data["suite"],
+            variant=data.get("variant", "minbase"),
+            mirror=data["mirror"],
+            python=tuple(data["python"]),
+            glibc=data["glibc"],
+            targets=tuple(data["targets"]),
+            packages=tuple(data["packages"]),
+            ep_packages={k: tuple(v) for k, v in data.get("ep_packages", {}).items()},
+            cmake=dict(data.get("cmake", {})),
+            python_tools=dict(data.get("python_tools", {})),
+            clean_root_packages=tuple(data.get("clean_root", {}).get("packages", ())),
+            shims_dir=shims,
+            digest=digest,
+        )
+    except KeyError as exc:
+        raise RecipeError(f"missing key {exc.args[0]!r}", where=str(path)) from exc
+
+
+__all__ = ["ToolchainSpec", "load_toolchain", "toolchain_file"]

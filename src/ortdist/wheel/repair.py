@@ -1,0 +1,39 @@
+"""Repair a wheel for its platform and read back the tag it got."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..paths import IN_ROOT_TOOLS_VENV
+
+_WHEEL = re.compile(
+    r"^(?P<dist>[^-]+)-(?P<ver>[^-]+)(-(?P<build>\d[^-]*))?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
+)
+
+
+def wheel_tag(filename: str) -> str:
+    m = _WHEEL.match(filename)
+    if not m:
+        raise ValueError(f"{filename!r} is not a wheel file name")
+    return f"{m['py']}-{m['abi']}-{m['plat']}"
+
+
+def auditwheel_argv(raw_wheel: str, out_dir: str, excludes: Sequence[str]) -> list[str]:
+    """auditwheel repair, letting it pick the most compatible manylinux tag the wheel qualifies for.
+
+    ``excludes`` are vendor runtime libraries (from the EP registry) that must come from the
+    user's system or nvidia-* wheels, never bundled.
+    """
+    argv = [f"{IN_ROOT_TOOLS_VENV}/bin/auditwheel", "repair", "--wheel-dir", out_dir]
+    for lib in excludes:
+        argv += ["--exclude", lib]
+    return [*argv, raw_wheel]
+
+
+def single_wheel(directory: Path) -> Path:
+    wheels = sorted(directory.glob("*.whl"))
+    if len(wheels) != 1:
+        raise FileNotFoundError(f"expected one wheel in {directory}, found {[w.name for w in wheels]}")
+    return wheels[0]
