@@ -25,9 +25,9 @@ from typing import Any, TextIO
 from . import __version__, run, sources
 from .checks.model import write_check_files
 from .errors import BuildError, CheckError, PackageError
-from .fsutil import remove_tree, sha256_file, temp_sibling_dir
+from .fsutil import remove_tree, sha256_file
 from .manifest import Artifact, publish
-from .patches import apply_series
+from .patches import prepare_tree
 from .paths import (
     IN_ROOT,
     IN_ROOT_BUILD,
@@ -165,22 +165,19 @@ class Builder:
             pin = sources.debian_orig(plan.version.source, src.sha256)
             archive = sources.fetch(pin, self.cache.downloads)
             self.results["source"] = {"kind": "debian", "file": pin.filename, "url": pin.url, "sha256": pin.sha256}
+
+        def fill(tree: Path) -> None:
+            if src.kind == "debian":
+                sources.unpack(archive, tree)
+            elif src.kind == "git":
+                sources.git_checkout(src.url, src.tag, src.commit, tree)
+            else:
+                sources.copy_tree((self.recipe_path.parent / src.path).resolve(), tree)
+
+        # Keyed by source + patch digests, so a reused tree is exactly what this plan asks for.
+        # A local path can change under us: copy it afresh every run.
         if not (self.source_dir / ".ortdist-patched").is_file() or src.kind == "path":
-            with temp_sibling_dir(self.source_dir) as tmp:
-                tree = tmp / "tree"
-                if src.kind == "debian":
-                    sources.unpack(archive, tree)
-                elif src.kind == "git":
-                    sources.git_checkout(src.url, src.tag, src.commit, tree)
-                else:
-                    sources.copy_tree((self.recipe_path.parent / src.path).resolve(), tree)
-                apply_series(plan.patches, tree)
-                (tree / ".ortdist-patched").write_text(
-                    json.dumps([p.name for p in plan.patches]) + "\n", encoding="utf-8"
-                )
-                if self.source_dir.exists():
-                    remove_tree(self.source_dir)
-                tree.rename(self.source_dir)
+            prepare_tree(self.source_dir, fill, plan.patches)
         if src.kind != "debian":
             self.results["source"] = {"kind": src.kind, "url": src.url, "tag": src.tag, "path": src.path, "sha256": ""}
         for dep in plan.version.deps:

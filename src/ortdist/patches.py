@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import run
 from .errors import PatchError
-from .fsutil import sha256_file
+from .fsutil import remove_tree, sha256_file, temp_sibling_dir
 
 
 @dataclass(frozen=True)
@@ -99,3 +100,19 @@ def apply(patch: Patch, tree: Path) -> None:
 def apply_series(patches: tuple[Patch, ...], tree: Path) -> None:
     for patch in patches:
         apply(patch, tree)
+
+
+def prepare_tree(dest: Path, fill: Callable[[Path], None], patches: tuple[Patch, ...]) -> None:
+    """Create ``dest`` as a patched copy: ``fill`` writes the pristine tree, then the series is applied.
+
+    All of it happens in a temp sibling renamed into place at the end, so a patch that does not
+    apply (or an interrupted run) leaves neither ``dest`` nor a half-patched tree behind.
+    """
+    with temp_sibling_dir(dest) as tmp:
+        tree = tmp / "tree"
+        fill(tree)
+        apply_series(patches, tree)
+        (tree / ".ortdist-patched").write_text("".join(f"{p.name} {p.sha256}\n" for p in patches), encoding="utf-8")
+        if dest.exists():
+            remove_tree(dest)
+        tree.rename(dest)

@@ -27,14 +27,19 @@ def _fix(hint: str, fallback: str) -> str:
     return hint if hint else fallback
 
 
-def _coerce(value: Any, hint: Any, where: str) -> Any:
+def _where(origin: str, key: str) -> str:
+    return f"{origin} key '{key}'" if key else origin
+
+
+def _coerce(value: Any, hint: Any, origin: str, key: str) -> Any:
     """Check ``value`` against the type ``hint`` and convert lists to tuples, tables to dataclasses."""
-    origin = typing.get_origin(hint)
+    where = _where(origin, key)
+    origin_type = typing.get_origin(hint)
     if dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
             raise RecipeError(f"must be a table, got {type(value).__name__}", where=where)
-        return _build(hint, value, where)  # type: ignore[arg-type]
-    if origin is Literal:
+        return _build(hint, value, origin, key)  # type: ignore[arg-type]
+    if origin_type is Literal:
         allowed = typing.get_args(hint)
         if value not in allowed:
             hint_text = did_you_mean(str(value), [str(a) for a in allowed])
@@ -44,20 +49,21 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
                 fix=_fix(hint_text, f"use one of {list(allowed)}"),
             )
         return value
-    if origin is tuple:
+    if origin_type is tuple:
         (item,) = {a for a in typing.get_args(hint) if a is not Ellipsis}
         if not isinstance(value, list):
             raise RecipeError(f"must be a list, got {type(value).__name__}", where=where)
-        return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin in (Mapping, dict) or hint is Mapping:
+        return tuple(_coerce(v, item, origin, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin_type in (Mapping, dict) or hint is Mapping:
         if not isinstance(value, dict):
             raise RecipeError(f"must be a table, got {type(value).__name__}", where=where)
         for k, v in value.items():
             if not isinstance(v, str):
+                shown = str(v).upper() if isinstance(v, bool) else v
                 raise RecipeError(
                     f"must be a string, got {type(v).__name__}",
-                    where=f"{where}.{k}",
-                    fix=f'quote it: {k} = "{str(v).upper() if isinstance(v, bool) else v}"',
+                    where=_where(origin, f"{key}.{k}"),
+                    fix=f'quote it: {k} = "{shown}"',
                 )
         return types.MappingProxyType(dict(value))
     if hint is bool and not isinstance(value, bool):
@@ -67,27 +73,30 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     return value
 
 
-def _build(cls: type[T], data: dict[str, Any], where: str) -> T:
+def _build(cls: type[T], data: dict[str, Any], origin: str, prefix: str = "") -> T:
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
-        key_where = f"{where} key '{key}'" if where.endswith("]") else f"{where}.{key}"
+        dotted = f"{prefix}.{key}" if prefix else key
         if key not in fields:
             raise RecipeError(
                 f"unknown key '{key}'",
-                where=key_where,
+                where=_where(origin, dotted),
                 fix=_fix(did_you_mean(key, fields), f"allowed keys: {', '.join(sorted(fields))}"),
             )
-        kwargs[key] = _coerce(value, hints[key], key_where)
-    missing = [
+        kwargs[key] = _coerce(value, hints[key], origin, dotted)
+    required = [
         name
         for name, f in fields.items()
-        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
+    missing = [name for name in required if name not in kwargs]
     if missing:
         raise RecipeError(
-            f"missing required key(s) {missing}", where=where, fix=f'add {missing[0]} = "..." at the top of the recipe'
+            f"missing required key(s) {missing}",
+            where=_where(origin, prefix),
+            fix=f'add {missing[0]} = "..."' + (f" under [{prefix}]" if prefix else " at the top of the recipe"),
         )
     return cls(**kwargs)
 
@@ -98,7 +107,7 @@ def load_recipe_text(text: str, origin: Path) -> Recipe:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"not valid TOML: {exc}", where=str(origin)) from exc
-    recipe = _build(Recipe, data, f"{origin} [recipe]")
+    recipe = _build(Recipe, data, str(origin))
     validate(recipe, origin)
     return recipe
 

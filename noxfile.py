@@ -1,0 +1,75 @@
+"""ortdist's sessions: one `build-<recipe>` per recipes/*.toml, plus tests, lint and schema.
+
+`nox -l` lists them; build sessions are not run by a bare `nox` (they take half an hour cold).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+# Pinned tool versions: what CI and every developer run.
+PYTEST = "pytest==9.2.0"
+RUFF = "ruff==0.17.5"
+MYPY = "mypy==2.4.1"
+
+
+def _install_ortdist(session: nox.Session) -> None:
+    session.install("-e", ".")
+
+
+def _make_build_session(recipe: Path) -> None:
+    data = tomllib.loads(recipe.read_text(encoding="utf-8"))
+    name = recipe.stem
+
+    def build(session: nox.Session) -> None:
+        _install_ortdist(session)
+        session.run("ortdist", "build", str(recipe.relative_to(ROOT)), *session.posargs)
+
+    build.__doc__ = data.get("description", f"Build recipe {name}.")
+    nox.session(name=f"build-{name}", default=False, tags=["build"])(build)
+
+
+for _recipe in sorted((ROOT / "recipes").glob("*.toml")):
+    _make_build_session(_recipe)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Lint, type-check, schema drift, unit tests and the real-build integration test (pass pytest args after --)."""
+    _install_ortdist(session)
+    session.install(PYTEST, RUFF, MYPY)
+    session.run("ruff", "check", "src", "tests", "noxfile.py")
+    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py")
+    session.run("mypy")
+    session.run("ortdist", "schema", "--check")
+    session.run("ortdist", "validate")
+    session.run("pytest", *(session.posargs or ["tests"]))
+
+
+@nox.session(default=False)
+def unit(session: nox.Session) -> None:
+    """Unit tests only: no root, no network, no compiler (seconds)."""
+    _install_ortdist(session)
+    session.install(PYTEST)
+    session.run("pytest", "tests/unit", *session.posargs)
+
+
+@nox.session(default=False)
+def schema(session: nox.Session) -> None:
+    """Regenerate recipes/recipe.schema.json from the recipe model."""
+    _install_ortdist(session)
+    session.run("ortdist", "schema", "--write")
+
+
+@nox.session(name="patches-check", default=False)
+def patches_check(session: nox.Session) -> None:
+    """Apply every patch series to a fresh copy of its pinned source (nothing is kept)."""
+    _install_ortdist(session)
+    session.run("ortdist", "patches", "check", *session.posargs)

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ortdist.recipe import Recipe, load_recipe
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def project() -> Path:
+    return PROJECT
+
+
+@pytest.fixture
+def write_recipe(tmp_path: Path) -> Callable[..., Path]:
+    """Write a recipe file named after its ``name`` (default 'r') with the given TOML body."""
+
+    def write(body: str, name: str = "r") -> Path:
+        path = tmp_path / f"{name}.toml"
+        path.write_text(f'name = "{name}"\ndescription = "test recipe"\n{body}', encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def recipe_from(write_recipe: Callable[..., Path]) -> Callable[..., Recipe]:
+    def load(body: str = "", name: str = "r") -> Recipe:
+        return load_recipe(write_recipe(body, name))
+
+    return load

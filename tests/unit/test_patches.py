@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import pytest
+
+from ortdist.errors import PatchError
+from ortdist.patches import apply_series, describe_failure, prepare_tree, read_series
+
+ORIGINAL = "".join(f"line {i}\n" for i in range(1, 31))
+
+
+def unified(path: str, old: str, new: str) -> str:
+    return "".join(
+        difflib.unified_diff(old.splitlines(True), new.splitlines(True), fromfile=f"a/{path}", tofile=f"b/{path}")
+    )
+
+
+@pytest.fixture
+def series(tmp_path: Path) -> Path:
+    d = tmp_path / "patches"
+    d.mkdir()
+    step1 = ORIGINAL.replace("line 5\n", "line five\n")
+    step2 = step1.replace("line 20\n", "line twenty\n")
+    (d / "0001-five.patch").write_text("Subject: five\n\n" + unified("src/f.txt", ORIGINAL, step1))
+    (d / "0002-twenty.patch").write_text(unified("src/f.txt", step1, step2))
+    (d / "series").write_text("# comment\n0001-five.patch\n\n0002-twenty.patch  # trailing comment\n")
+    return d
+
+
+def fill(tree: Path) -> None:
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "f.txt").write_text(ORIGINAL)
+
+
+def test_series_applies_in_order_to_a_fresh_copy(series: Path, tmp_path: Path) -> None:
+    patches = read_series(series)
+    assert [p.name for p in patches] == ["0001-five.patch", "0002-twenty.patch"]
+    assert all(len(p.sha256) == 64 for p in patches)
+    dest = tmp_path / "cache" / "src-abc"
+    prepare_tree(dest, fill, patches)
+    text = (dest / "src" / "f.txt").read_text()
+    assert "line five\n" in text and "line twenty\n" in text
+    assert (dest / ".ortdist-patched").read_text().startswith("0001-five.patch ")
+    assert not list(dest.rglob("*.orig")) and not list(dest.rglob("*.rej"))
+
+
+def test_failing_patch_names_patch_file_and_hunk_and_leaves_nothing(series: Path, tmp_path: Path) -> None:
+    def drifted(tree: Path) -> None:
+        fill(tree)
+        (tree / "src" / "f.txt").write_text(ORIGINAL.replace("line 20\n", "line 20 changed upstream\n"))
+
+    dest = tmp_path / "cache" / "src-abc"
+    with pytest.raises(PatchError) as info:
+        prepare_tree(dest, drifted, read_series(series))
+    text = str(info.value)
+    assert "0002-twenty.patch" in text
+    assert "src/f.txt: hunk #1 does not apply" in text
+    assert "discarded" in text
+    assert list((tmp_path / "cache").iterdir()) == []  # no dest, no temp sibling
+
+
+def test_already_applied_patch_is_reported(series: Path, tmp_path: Path) -> None:
+    tree = tmp_path / "t"
+    fill(tree)
+    patches = read_series(series)
+    apply_series(patches[:1], tree)
+    with pytest.raises(PatchError, match="already applied"):
+        apply_series(patches[:1], tree)
+
+
+def test_missing_file_in_series_names_the_line(series: Path) -> None:
+    (series / "series").write_text("0001-five.patch\n0003-gone.patch\n")
+    with pytest.raises(PatchError) as info:
+        read_series(series)
+    assert f"{series / 'series'}:2" in str(info.value)
+    assert "'0003-gone.patch' does not exist" in str(info.value)
+
+
+def test_missing_series_file(tmp_path: Path) -> None:
+    with pytest.raises(PatchError, match="no series file"):
+        read_series(tmp_path)
+
+
+def test_describe_failure_parses_gnu_patch_output() -> None:
+    out = (
+        "checking file cmake/onnxruntime_python.cmake\n"
+        "Hunk #1 FAILED at 609.\n"
+        "Hunk #3 FAILED at 700.\n"
+        "2 out of 3 hunks FAILED\n"
+        "checking file other.cc\n"
+    )
+    assert describe_failure(out) == [
+        "cmake/onnxruntime_python.cmake: hunk #1 does not apply (expected near line 609)",
+        "cmake/onnxruntime_python.cmake: hunk #3 does not apply (expected near line 700)",
+    ]
+    assert describe_failure("can't find file to patch at input line 3\n") == [
+        "a file the patch changes does not exist in the source"
+    ]
+
+
+def test_project_series_is_well_formed(project: Path) -> None:
+    patches = read_series(project / "patches" / "1.21.0")
+    assert len(patches) == 2
+    for patch in patches:
+        text = patch.path.read_text()
+        assert text.startswith("Subject: ")
+        assert "Written for ortdist." in text

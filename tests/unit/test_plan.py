@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ortdist.errors import RecipeError
+from ortdist.patches import Patch, read_series
+from ortdist.plan import BuildPlan, make_plan
+from ortdist.recipe import Recipe, load_recipe
+from ortdist.toolchains import load_toolchain
+
+
+def plan_of(project: Path, recipe: Recipe, patches: tuple[Patch, ...] | None = None) -> BuildPlan:
+    series = read_series(project / "patches" / "1.21.0") if patches is None else patches
+    return make_plan(recipe, load_toolchain(project, recipe.toolchain), series)
+
+
+def test_cpu_linux_plan(project: Path) -> None:
+    plan = plan_of(project, load_recipe(project / "recipes" / "cpu-linux.toml"))
+    d = plan.cmake_defines
+    assert d["CMAKE_BUILD_TYPE"] == "Release"
+    assert d["onnxruntime_BUILD_SHARED_LIB"] == "ON"
+    assert d["onnxruntime_ENABLE_PYTHON"] == "ON"
+    assert d["onnxruntime_BUILD_UNIT_TESTS"] == "OFF"
+    assert d["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
+    assert d["FETCHCONTENT_TRY_FIND_PACKAGE_MODE"] == "ALWAYS"
+    assert d["FETCHCONTENT_SOURCE_DIR_ONNX"] == "/ortdist/deps/onnx"
+    assert d["re2_DIR"] == "/ortdist/shims/re2"  # {shims} substituted
+    assert not [k for k in d if k.startswith("onnxruntime_USE_")]
+    assert plan.steps == ("toolchain", "source", "configure", "build", "install", "wheel", "repair", "check", "publish")
+    assert plan.distribution == "onnxruntime"
+    assert plan.python == ("3.13",)
+    assert plan.repair_excludes == ()
+    assert [p.name for p in plan.patches] == [
+        "0001-eigen-3.4.0-nan-propagating-min-max.patch",
+        "0002-python-datasets-without-sample-models.patch",
+    ]
+    argv = plan.configure_argv()
+    assert argv[:7] == ["cmake", "-G", "Ninja", "-S", "/ortdist/source/cmake", "-B", "/ortdist/build"]
+    assert "-Donnxruntime_ENABLE_PYTHON=ON" in argv
+    assert plan.build_argv(2) == ["cmake", "--build", "/ortdist/build", "--parallel", "2"]
+
+
+def test_ep_switches_and_distribution_come_from_the_registry(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    plan = plan_of(project, recipe_from('execution_providers = ["xnnpack", "dnnl"]\n'))
+    assert plan.cmake_defines["onnxruntime_USE_XNNPACK"] == "ON"
+    assert plan.cmake_defines["onnxruntime_USE_DNNL"] == "ON"
+    assert [ep.name for ep in plan.providers] == ["cpu", "dnnl", "xnnpack"]  # registry order
+    assert plan.distribution == "onnxruntime-dnnl-xnnpack"
+
+
+def test_cuda_and_tensorrt_share_one_suffix_and_exclude_vendor_libs(
+    project: Path, recipe_from: Callable[..., Recipe]
+) -> None:
+    plan = plan_of(project, recipe_from('execution_providers = ["cuda", "tensorrt"]\n'))
+    assert plan.distribution == "onnxruntime-gpu"
+    assert "libcudart.so.*" in plan.repair_excludes
+    assert "libnvinfer.so.*" in plan.repair_excludes
+    assert len(plan.repair_excludes) == len(set(plan.repair_excludes))
+
+
+def test_recipe_defines_come_last_and_distribution_can_be_overridden(
+    project: Path, recipe_from: Callable[..., Recipe]
+) -> None:
+    plan = plan_of(
+        project,
+        recipe_from('[cmake_defines]\nCMAKE_BUILD_TYPE = "MinSizeRel"\nFOO = "1"\n[wheel]\ndistribution = "my-ort"\n'),
+    )
+    assert plan.cmake_defines["CMAKE_BUILD_TYPE"] == "MinSizeRel"
+    assert list(plan.cmake_defines)[-1] == "FOO"
+    assert plan.distribution == "my-ort"
+
+
+def test_no_wheel_drops_wheel_steps(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    plan = plan_of(project, recipe_from("[wheel]\nenabled = false\n"))
+    assert plan.cmake_defines["onnxruntime_ENABLE_PYTHON"] == "OFF"
+    assert "wheel" not in plan.steps and "check" not in plan.steps
+    assert plan.python == ()
+
+
+def test_static_linkage_is_refused_until_the_bundler_exists(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    with pytest.raises(RecipeError, match="static-library bundler"):
+        plan_of(project, recipe_from('linkage = "static"\n'))
+
+
+def test_python_version_must_exist_in_toolchain(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    with pytest.raises(RecipeError, match=r"Python 3\.9 is not available in toolchain 'debian-trixie'"):
+        plan_of(project, recipe_from('[wheel]\npython = ["3.9"]\n'))
+
+
+def test_toolchain_must_build_for_target(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    recipe = recipe_from('target = "aarch64-unknown-linux-gnu"\n')
+    with pytest.raises(RecipeError, match="cannot build for 'aarch64-unknown-linux-gnu'"):
+        plan_of(project, recipe)
+
+
+def test_unknown_toolchain_suggests(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    recipe = recipe_from('toolchain = "debian-trixy"\n')
+    with pytest.raises(RecipeError, match="did you mean 'debian-trixie'"):
+        plan_of(project, recipe)
+
+
+def test_configure_digest_and_source_key_track_their_inputs(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    base = plan_of(project, recipe_from(""))
+    changed = plan_of(project, recipe_from('[cmake_defines]\nFOO = "1"\n'))
+    assert base.configure_digest() != changed.configure_digest()
+    assert base.source_key == changed.source_key  # defines don't change the patched source
+    fewer = plan_of(project, recipe_from(""), patches=base.patches[:1])
+    assert fewer.source_key != base.source_key
+
+
+def test_summary_is_json_ready(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    import json
+
+    summary = plan_of(project, recipe_from("")).summary()
+    assert json.loads(json.dumps(summary))["cmake_configure"][0] == "cmake"

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import copy
+import tomllib
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from ortdist import registry
+from ortdist.errors import DataError
+
+# Every EP in ORT's own list (include/onnxruntime/core/graph/constants.h, 1.21.0), by provider name.
+ORT_PROVIDERS = {
+    "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider", "DmlExecutionProvider",
+    "CoreMLExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider", "OpenVINOExecutionProvider",
+    "DnnlExecutionProvider", "XnnpackExecutionProvider", "QNNExecutionProvider", "CANNExecutionProvider",
+    "NnapiExecutionProvider", "ACLExecutionProvider", "ArmNNExecutionProvider", "VitisAIExecutionProvider",
+    "AzureExecutionProvider", "RknpuExecutionProvider", "WebGpuExecutionProvider", "JsExecutionProvider",
+    "WebNNExecutionProvider", "VSINPUExecutionProvider",
+}  # fmt: skip
+
+
+def raw_providers() -> dict[str, Any]:
+    text = resources.files("ortdist.data").joinpath("providers.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def test_registry_covers_every_ort_ep() -> None:
+    assert {ep.provider for ep in registry.providers().values()} == ORT_PROVIDERS
+
+
+def test_facts_of_known_eps() -> None:
+    eps = registry.providers()
+    assert eps["cpu"].cmake == {}
+    assert eps["cuda"].cmake == {"onnxruntime_USE_CUDA": "ON"}
+    assert eps["cuda"].wheel_suffix == "gpu"
+    assert not eps["cuda"].static_link
+    assert "libcudart.so.*" in eps["cuda"].runtime_libs
+    assert eps["nnapi"].targets == ("aarch64-linux-android",)
+    assert eps["dnnl"].wheel_suffix == "dnnl"
+
+
+def test_every_ep_target_is_a_known_target() -> None:
+    targets = registry.targets()
+    for ep in registry.providers().values():
+        assert set(ep.targets) <= set(targets), ep.name
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["cuda"].update(targets=["x86_64-pc-linux-musl"]), "unknown target"),
+        (lambda d: d["cuda"].update(provider="CPUExecutionProvider"), "already used by [cpu]"),
+        (lambda d: d["cuda"].update(cmake={"USE_CUDA": "ON"}), "is not an onnxruntime_* string define"),
+        (lambda d: d["cuda"].update(cmake={"onnxruntime_USE_CUDA": True}), "is not an onnxruntime_* string define"),
+        (lambda d: d["cuda"].update(provider="Cuda"), "must end in 'ExecutionProvider'"),
+        (lambda d: d["cuda"].update(colour="green"), "unknown key(s) ['colour']"),
+        (lambda d: d["cuda"].pop("static_link"), "missing key 'static_link'"),
+        (lambda d: d.pop("cpu"), "[cpu] must exist"),
+        (lambda d: d["cpu"].update(cmake={"onnxruntime_USE_CPU": "ON"}), "[cpu] must exist"),
+    ],
+)
+def test_invariants_are_checked_at_load(mutate: Any, message: str) -> None:
+    data = copy.deepcopy(raw_providers())
+    mutate(data)
+    with pytest.raises(DataError) as info:
+        registry.parse_providers(data, registry.targets())
+    assert message in str(info.value)
+    assert "providers.toml" in str(info.value)
+
+
+def test_targets_table() -> None:
+    linux = registry.targets()["x86_64-unknown-linux-gnu"]
+    assert linux.supports_wheels and linux.wheel_repair == "auditwheel"
+    assert registry.targets()["arm64-apple-darwin"].wheel_repair == "delocate"
+    assert registry.targets()["x86_64-pc-windows-msvc"].wheel_repair == "delvewheel"
+    assert not registry.targets()["arm64-apple-ios"].supports_wheels
+
+
+def test_ort_version_pins() -> None:
+    v = registry.ort_versions()["1.21.0"]
+    assert v.source.orig_tarball == "onnxruntime_1.21.0+dfsg.orig.tar.xz"
+    assert v.source.pool_path == "pool/main/o/onnxruntime/onnxruntime_1.21.0+dfsg.orig.tar.xz"
+    assert v.source.sha256 == "32df1f82bd6b07b18372c0f387133214905cbde7a586b3ad83f0ed0075f80273"
+    (onnx,) = v.deps
+    assert (onnx.name, onnx.filename) == ("onnx", "onnx-1.17.0.tar.gz")
+
+
+def test_debian_pool_path_for_lib_packages() -> None:
+    src = registry.DebianSource(package="libfoo", version="1.0", sha256="0" * 64)
+    assert src.pool_path == "pool/main/libf/libfoo/libfoo_1.0.orig.tar.xz"

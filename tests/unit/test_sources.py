@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import tarfile
+import threading
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from ortdist import sources
+from ortdist.errors import SourceError
+from ortdist.registry import DebianSource
+
+
+def make_tarball(path: Path, files: dict[str, str], top: str = "pkg-1.0") -> str:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A loopback HTTP server over a temp dir: the same code path as a real mirror."""
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", root
+    finally:
+        server.shutdown()
+
+
+def test_fetch_verifies_and_caches(served: tuple[str, Path], tmp_path: Path) -> None:
+    url, root = served
+    digest = make_tarball(root / "pkg.tar.gz", {"a.txt": "hello"})
+    pin = sources.Pinned(url=f"{url}/pkg.tar.gz", filename="pkg.tar.gz", sha256=digest, origin="test")
+    cache = tmp_path / "downloads"
+    got = sources.fetch(pin, cache)
+    assert got == cache / "pkg.tar.gz"
+    assert hashlib.sha256(got.read_bytes()).hexdigest() == digest
+    (root / "pkg.tar.gz").unlink()  # served file gone: the cache must answer
+    assert sources.fetch(pin, cache) == got
+
+
+def test_hash_mismatch_refuses_and_keeps_nothing(served: tuple[str, Path], tmp_path: Path) -> None:
+    url, root = served
+    make_tarball(root / "pkg.tar.gz", {"a.txt": "tampered"})
+    pin = sources.Pinned(url=f"{url}/pkg.tar.gz", filename="pkg.tar.gz", sha256="0" * 64, origin="ort_versions.toml")
+    cache = tmp_path / "downloads"
+    with pytest.raises(SourceError) as info:
+        sources.fetch(pin, cache)
+    text = str(info.value)
+    assert "sha256 mismatch for pkg.tar.gz" in text
+    assert "expected " + "0" * 64 in text
+    assert "ort_versions.toml" in text and "nothing was extracted" in text
+    assert list(cache.iterdir()) == []  # neither the file nor a .part
+
+
+def test_corrupt_cache_entry_is_fetched_again(served: tuple[str, Path], tmp_path: Path) -> None:
+    url, root = served
+    digest = make_tarball(root / "pkg.tar.gz", {"a.txt": "hello"})
+    cache = tmp_path / "downloads"
+    cache.mkdir()
+    (cache / "pkg.tar.gz").write_bytes(b"truncated")
+    pin = sources.Pinned(url=f"{url}/pkg.tar.gz", filename="pkg.tar.gz", sha256=digest, origin="test")
+    assert hashlib.sha256(sources.fetch(pin, cache).read_bytes()).hexdigest() == digest
+
+
+def test_download_failure_is_explained(served: tuple[str, Path], tmp_path: Path) -> None:
+    url, _ = served
+    pin = sources.Pinned(url=f"{url}/missing.tar.gz", filename="missing.tar.gz", sha256="0" * 64, origin="t")
+    with pytest.raises(SourceError, match="download failed"):
+        sources.fetch(pin, tmp_path / "d")
+
+
+def test_unpack_strips_the_single_top_dir(tmp_path: Path) -> None:
+    make_tarball(tmp_path / "p.tar.gz", {"a.txt": "A", "sub/b.txt": "B"})
+    dest = tmp_path / "out" / "tree"
+    sources.unpack(tmp_path / "p.tar.gz", dest)
+    assert (dest / "a.txt").read_text() == "A"
+    assert (dest / "sub" / "b.txt").read_text() == "B"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["tree"]
+
+
+def test_unpack_of_a_broken_archive_leaves_nothing(tmp_path: Path) -> None:
+    make_tarball(tmp_path / "p.tar.gz", {"a.txt": "A" * 10000})
+    data = (tmp_path / "p.tar.gz").read_bytes()
+    (tmp_path / "p.tar.gz").write_bytes(data[: len(data) // 2])
+    dest = tmp_path / "out" / "tree"
+    with pytest.raises(SourceError, match="cannot unpack"):
+        sources.unpack(tmp_path / "p.tar.gz", dest)
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_unpack_refuses_path_traversal(tmp_path: Path) -> None:
+    with tarfile.open(tmp_path / "evil.tar", "w") as tar:
+        info = tarfile.TarInfo("../escape.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(SourceError):
+        sources.unpack(tmp_path / "evil.tar", tmp_path / "out" / "t")
+    assert not (tmp_path / "out" / "escape.txt").exists()
+
+
+def test_debian_url_follows_the_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
+    src = DebianSource(package="onnxruntime", version="1.21.0+dfsg", sha256="a" * 64)
+    monkeypatch.setenv("ORTDIST_DEBIAN_MIRROR", "http://mirror.example/debian/")
+    pin = sources.debian_orig(src)
+    assert pin.url == "http://mirror.example/debian/pool/main/o/onnxruntime/onnxruntime_1.21.0+dfsg.orig.tar.xz"
+    assert pin.sha256 == "a" * 64
+    assert sources.debian_orig(src, "b" * 64).origin == "recipe [source] sha256"
+
+
+def test_pypi_sdist_url_from_simple_index(served: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    url, root = served
+    (root / "onnx").mkdir()
+    (root / "onnx" / "index.html").write_text(
+        '<a href="../../files/onnx-1.16.0.tar.gz#sha256=aa">x</a>\n'
+        '<a href="https://files.example/p/onnx-1.17.0.tar.gz#sha256=bb">y</a>\n'
+    )
+    monkeypatch.setenv("ORTDIST_PYPI_SIMPLE", url)
+    assert sources.pypi_sdist_url("onnx", "onnx-1.17.0.tar.gz") == "https://files.example/p/onnx-1.17.0.tar.gz"
+    assert sources.pypi_sdist_url("onnx", "onnx-1.16.0.tar.gz") == f"{url}/files/onnx-1.16.0.tar.gz"
+    with pytest.raises(SourceError, match=r"onnx-9\.9\.tar\.gz is not on"):
+        sources.pypi_sdist_url("onnx", "onnx-9.9.tar.gz")
+
+
+def test_path_source_must_look_like_ort(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="not an ONNX Runtime source tree"):
+        sources.copy_tree(tmp_path, tmp_path / "copy")

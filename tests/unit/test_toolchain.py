@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ortdist.paths import Cache
+from ortdist.toolchains import Bind, load_toolchain, make_toolchain
+from ortdist.toolchains.debian_sysroot import DebianSysroot
+
+
+def test_debian_trixie_spec(project: Path) -> None:
+    spec = load_toolchain(project, "debian-trixie")
+    assert spec.kind == "debian-sysroot" and spec.suite == "trixie"
+    assert "libabsl-dev" in spec.packages
+    assert "libxnnpack-dev" in spec.all_packages()
+    assert spec.python == ("3.13",)
+    assert (spec.shims_dir / "re2" / "re2Config.cmake").is_file()
+    assert spec.cmake["Protobuf_DIR"] == "{shims}/protobuf"
+
+
+def test_digest_follows_spec_and_shims(project: Path, tmp_path: Path) -> None:
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    before = load_toolchain(tmp_path, "debian-trixie").digest
+    shim = tmp_path / "toolchains" / "debian-trixie" / "cmake-shims" / "re2" / "re2Config.cmake"
+    shim.write_text(shim.read_text() + "# changed\n")
+    after = load_toolchain(tmp_path, "debian-trixie").digest
+    assert before != after
+    cache = Cache(tmp_path / "cache")
+    tc = DebianSysroot(load_toolchain(tmp_path, "debian-trixie"))
+    assert tc.build_root_path(cache).name == f"debian-trixie-{after[:12]}"
+    assert tc.clean_root_path(cache) != tc.build_root_path(cache)
+
+
+def test_wrap_runs_in_a_private_mount_namespace(project: Path) -> None:
+    tc = make_toolchain(load_toolchain(project, "debian-trixie"))
+    argv = tc.wrap(
+        Path("/cache/root dir"),
+        ["cmake", "--build", "/ortdist/build"],
+        binds=[Bind(Path("/host/src"), Path("/ortdist/source")), Bind(Path("/host/shims"), Path("/s"), True)],
+        env={"CCACHE_DIR": "/ortdist/ccache"},
+        cwd=Path("/ortdist"),
+    )
+    assert argv[:5] == ["unshare", "--mount", "--propagation", "private", "--"]
+    script = argv[-1]
+    assert "mount --bind /host/src '/cache/root dir/ortdist/source'" in script
+    assert "mount -o remount,bind,ro '/cache/root dir/s'" in script
+    assert "mount -t proc proc '/cache/root dir/proc'" in script
+    last = script.splitlines()[-1]
+    assert last.startswith("exec chroot '/cache/root dir' /usr/bin/env -i ")
+    assert "CCACHE_DIR=/ortdist/ccache" in last and "PATH=/usr/local/sbin" in last
+    assert "cd /ortdist && exec cmake --build /ortdist/build" in last

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from ortdist.patches import read_series
+from ortdist.plan import BuildPlan, make_plan
+from ortdist.recipe import load_recipe
+from ortdist.toolchains import load_toolchain
+from ortdist.wheel import assemble
+from ortdist.wheel.repair import auditwheel_argv, wheel_tag
+
+
+@pytest.fixture
+def plan(project: Path) -> BuildPlan:
+    recipe = load_recipe(project / "recipes" / "cpu-linux.toml")
+    return make_plan(recipe, load_toolchain(project, "debian-trixie"), read_series(project / "patches" / "1.21.0"))
+
+
+def test_wheel_tag() -> None:
+    assert wheel_tag("onnxruntime-1.21.0-cp313-cp313-manylinux_2_39_x86_64.whl") == "cp313-cp313-manylinux_2_39_x86_64"
+    assert wheel_tag("onnxruntime_gpu-1.21.0-1-cp313-cp313-linux_x86_64.whl") == "cp313-cp313-linux_x86_64"
+    with pytest.raises(ValueError, match="not a wheel file name"):
+        wheel_tag("onnxruntime.tar.gz")
+
+
+def test_auditwheel_excludes_vendor_libraries() -> None:
+    argv = auditwheel_argv("/w/raw.whl", "/w/out", ("libcudart.so.*", "libcudnn*.so.*"))
+    assert argv[1:4] == ["repair", "--wheel-dir", "/w/out"]
+    assert argv[4:8] == ["--exclude", "libcudart.so.*", "--exclude", "libcudnn*.so.*"]
+    assert argv[-1] == "/w/raw.whl"
+
+
+def test_generated_pyproject(plan: BuildPlan) -> None:
+    data = tomllib.loads(assemble.pyproject_text(plan, "/ortdist/work/stage/onnxruntime"))
+    assert data["build-system"]["build-backend"] == "scikit_build_core.build"
+    assert data["project"]["name"] == "onnxruntime"
+    assert data["project"]["version"] == "1.21.0"
+    assert "numpy>=1.21.6" in data["project"]["dependencies"]
+    assert data["tool"]["scikit-build"]["cmake"]["define"]["ORTDIST_PACKAGE_DIR"] == "/ortdist/work/stage/onnxruntime"
+
+
+def test_build_record_claims_the_plans_eps(plan: BuildPlan) -> None:
+    record = assemble.build_record(plan, "r" * 64, "s" * 64)
+    assert record["execution_providers"] == [{"name": "cpu", "provider": "CPUExecutionProvider"}]
+    assert record["recipe"] == "cpu-linux" and record["ort_version"] == "1.21.0"
+    assert record["patches"][0]["name"].startswith("0001-")
+
+
+def test_stage_package_adds_package_info_and_record(plan: BuildPlan, tmp_path: Path) -> None:
+    built = tmp_path / "build" / "onnxruntime"
+    (built / "capi").mkdir(parents=True)
+    (built / "__init__.py").write_text("")
+    (built / "capi" / "onnxruntime_pybind11_state.so").write_bytes(b"\x7fELF")
+    record = assemble.build_record(plan, "r" * 64, "s" * 64)
+    target = assemble.stage_package(built, tmp_path / "stage", plan, record)
+    assert (target / "capi" / "onnxruntime_pybind11_state.so").read_bytes() == b"\x7fELF"
+    info = (target / "capi" / "build_and_package_info.py").read_text()
+    assert "package_name = 'onnxruntime'" in info and "__version__ = '1.21.0'" in info
+    assert json.loads((target / assemble.RECORD_NAME).read_text()) == record
+
+
+def test_stage_package_refuses_a_missing_layout(plan: BuildPlan, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="did not lay out the package"):
+        assemble.stage_package(tmp_path / "nothing", tmp_path / "stage", plan, {})
