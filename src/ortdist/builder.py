@@ -412,7 +412,7 @@ def subprocess_call(argv: list[str], log: TextIO) -> int:
     """Run a check command whose failure we explain ourselves (from its result file)."""
     import subprocess
 
-    log.write(run.format_command(argv) + "\n")
+    log.write(run.format_command(argv, full=True) + "\n")
     log.flush()
     return subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
 

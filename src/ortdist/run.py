@@ -20,12 +20,22 @@ from .errors import OrtdistError
 Command = Sequence[str | os.PathLike[str]]
 
 
-def format_command(cmd: Command, env: Mapping[str, str] | None = None) -> str:
+class Shown(list[str]):
+    """An argv that echoes as ``shown``: a command run inside a root echoes as that command, not
+    as the unshare/chroot wrapper around it. Logs still get the full, replayable argv."""
+
+    def __init__(self, argv: Sequence[str], shown: str) -> None:
+        super().__init__(argv)
+        self.shown = shown
+
+
+def format_command(cmd: Command, env: Mapping[str, str] | None = None, *, full: bool = False) -> str:
     changed = ""
     if env:
         diff = {k: v for k, v in env.items() if os.environ.get(k) != v}
         changed = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(diff.items()))
-    text = shlex.join(os.fspath(c) for c in cmd)
+    shown = getattr(cmd, "shown", None)
+    text = shown if shown and not full else shlex.join(os.fspath(c) for c in cmd)
     return f"+ {changed} {text}" if changed else f"+ {text}"
 
 
@@ -53,7 +63,7 @@ def call(
         print(line, file=sys.stderr, flush=True)
     out: TextIO = log if log is not None else sys.stdout
     if log is not None:
-        log.write(line + "\n")
+        log.write(format_command(cmd, env, full=True) + "\n")
         log.flush()
     result = subprocess.run(
         [os.fspath(c) for c in cmd],
@@ -110,9 +120,8 @@ def stream(
     Returns the exit code; the caller decides what a failure means (it has the context to
     explain it, e.g. the failing ninja edge).
     """
-    line = format_command(cmd, env)
-    print(line, file=sys.stderr, flush=True)
-    log.write(line + "\n")
+    print(format_command(cmd, env), file=sys.stderr, flush=True)
+    log.write(format_command(cmd, env, full=True) + "\n")
     log.flush()
     with subprocess.Popen(
         [os.fspath(c) for c in cmd],

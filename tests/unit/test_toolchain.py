@@ -49,3 +49,12 @@ def test_wrap_runs_in_a_private_mount_namespace(project: Path) -> None:
     assert last.startswith("exec chroot '/cache/root dir' /usr/bin/env -i ")
     assert "CCACHE_DIR=/ortdist/ccache" in last and "PATH=/usr/local/sbin" in last
     assert "cd /ortdist && exec cmake --build /ortdist/build" in last
+
+
+def test_wrapped_commands_echo_as_the_inner_command(project: Path) -> None:
+    from ortdist.run import format_command
+
+    tc = make_toolchain(load_toolchain(project, "debian-trixie"))
+    argv = tc.wrap(Path("/cache/sysroots/debian-trixie-abc"), ["ninja", "-C", "/ortdist/build"])
+    assert format_command(argv) == "+ [debian-trixie-abc] ninja -C /ortdist/build"
+    assert format_command(argv, full=True).startswith("+ unshare --mount")

@@ -108,7 +108,8 @@ class DebianSysroot:
             inner,
         ]
         lines.append("exec " + shlex.join(launcher))
-        return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", "\n".join(lines)]
+        argv = ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", "\n".join(lines)]
+        return run.Shown(argv, f"[{root.name}] {inner}")
 
     # --- creating roots ----------------------------------------------------------------------
     def _bootstrap(self, tmp: Path, packages: Sequence[str], log: TextIO) -> None:

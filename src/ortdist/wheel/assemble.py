@@ -59,7 +59,8 @@ name = "{plan.distribution}"
 version = "{plan.version.version}"
 description = "ONNX Runtime {plan.version.version} ({eps}) built by ortdist from recipe {plan.recipe.name}"
 readme = {{text = "ONNX Runtime built from source by ortdist, recipe {plan.recipe.name}.", content-type = "text/plain"}}
-license = {{text = "MIT"}}
+license = "MIT"
+license-files = ["LICENSE", "ThirdPartyNotices.txt"]
 requires-python = ">=3.10"
 dependencies = [{deps}]
 
@@ -69,7 +70,6 @@ onnxruntime_test = "onnxruntime.tools.onnxruntime_test:main"
 [tool.scikit-build]
 minimum-version = "0.10"
 wheel.packages = []
-wheel.license-files = ["LICENSE", "ThirdPartyNotices.txt"]
 cmake.define.ORTDIST_PACKAGE_DIR = "{package_dir}"
 """
 
