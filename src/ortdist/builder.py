@@ -243,7 +243,9 @@ class Builder:
         remove_tree(install)
         with self._log("install") as log:
             run.call(
-                self.in_root(self.root, ["cmake", "--install", str(IN_ROOT_BUILD)]),
+                self.in_root(
+                    self.root, ["cmake", "--install", str(IN_ROOT_BUILD), *(["--strip"] if self.plan.strip else [])]
+                ),
                 log=log,
                 error=PackageError,
                 what="cmake --install",
@@ -301,7 +303,12 @@ class Builder:
             run.call(
                 self.in_root(
                     self.root,
-                    repair.auditwheel_argv(raw_in_root, f"{IN_ROOT_WORK}/wheel/repaired", self.plan.repair_excludes),
+                    repair.auditwheel_argv(
+                        raw_in_root,
+                        f"{IN_ROOT_WORK}/wheel/repaired",
+                        self.plan.repair_excludes,
+                        strip=self.plan.strip,
+                    ),
                 ),
                 log=log,
                 error=PackageError,

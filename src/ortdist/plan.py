@@ -19,6 +19,8 @@ from .recipe import Recipe
 from .registry import ExecutionProvider, OrtVersion, Target
 from .toolchains.spec import ToolchainSpec
 
+STRIPPED_BUILD_TYPES = frozenset({"Release", "MinSizeRel"})
+
 
 @dataclass(frozen=True, kw_only=True)
 class BuildPlan:
@@ -34,6 +36,7 @@ class BuildPlan:
     distribution: str
     python: tuple[str, ...]
     repair_excludes: tuple[str, ...]
+    strip: bool
 
     @property
     def builds_shared_library(self) -> bool:
@@ -78,6 +81,7 @@ class BuildPlan:
             "distribution": self.distribution if self.builds_wheel else None,
             "python": list(self.python),
             "repair_excludes": list(self.repair_excludes),
+            "strip": self.strip,
             "cmake_configure": self.configure_argv(),
         }
 
@@ -168,4 +172,7 @@ def make_plan(recipe: Recipe, toolchain: ToolchainSpec, patches: tuple[Patch, ..
         distribution=recipe.wheel.distribution or distribution_name(providers),
         python=tuple(python),
         repair_excludes=tuple(dict.fromkeys(lib for ep in providers for lib in ep.runtime_libs)),
+        # Release artifacts ship without symbols, like the official wheels; builds that ask for
+        # debug info keep it.
+        strip=recipe.build_type in STRIPPED_BUILD_TYPES,
     )

@@ -33,6 +33,7 @@ def test_cpu_linux_plan(project: Path) -> None:
     assert plan.distribution == "onnxruntime"
     assert plan.python == ("3.13",)
     assert plan.repair_excludes == ()
+    assert plan.strip
     assert [p.name for p in plan.patches] == [
         "0001-eigen-3.4.0-nan-propagating-min-max.patch",
         "0002-python-datasets-without-sample-models.patch",
@@ -71,6 +72,10 @@ def test_recipe_defines_come_last_and_distribution_can_be_overridden(
     assert plan.cmake_defines["CMAKE_BUILD_TYPE"] == "MinSizeRel"
     assert list(plan.cmake_defines)[-1] == "FOO"
     assert plan.distribution == "my-ort"
+
+
+def test_debug_info_builds_keep_symbols(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    assert not plan_of(project, recipe_from('build_type = "RelWithDebInfo"\n')).strip
 
 
 def test_no_wheel_drops_wheel_steps(project: Path, recipe_from: Callable[..., Recipe]) -> None:

@@ -28,10 +28,11 @@ def test_wheel_tag() -> None:
 
 
 def test_auditwheel_excludes_vendor_libraries() -> None:
-    argv = auditwheel_argv("/w/raw.whl", "/w/out", ("libcudart.so.*", "libcudnn*.so.*"))
-    assert argv[1:4] == ["repair", "--wheel-dir", "/w/out"]
-    assert argv[4:8] == ["--exclude", "libcudart.so.*", "--exclude", "libcudnn*.so.*"]
+    argv = auditwheel_argv("/w/raw.whl", "/w/out", ("libcudart.so.*", "libcudnn*.so.*"), strip=True)
+    assert argv[1:5] == ["repair", "--wheel-dir", "/w/out", "--strip"]
+    assert argv[5:9] == ["--exclude", "libcudart.so.*", "--exclude", "libcudnn*.so.*"]
     assert argv[-1] == "/w/raw.whl"
+    assert "--strip" not in auditwheel_argv("/w/raw.whl", "/w/out", (), strip=False)
 
 
 def test_generated_pyproject(plan: BuildPlan) -> None:

@@ -20,13 +20,15 @@ def wheel_tag(filename: str) -> str:
     return f"{m['py']}-{m['abi']}-{m['plat']}"
 
 
-def auditwheel_argv(raw_wheel: str, out_dir: str, excludes: Sequence[str]) -> list[str]:
+def auditwheel_argv(raw_wheel: str, out_dir: str, excludes: Sequence[str], *, strip: bool) -> list[str]:
     """auditwheel repair, letting it pick the most compatible manylinux tag the wheel qualifies for.
 
     ``excludes`` are vendor runtime libraries (from the EP registry) that must come from the
     user's system or nvidia-* wheels, never bundled.
     """
     argv = [f"{IN_ROOT_TOOLS_VENV}/bin/auditwheel", "repair", "--wheel-dir", out_dir]
+    if strip:
+        argv.append("--strip")
     for lib in excludes:
         argv += ["--exclude", lib]
     return [*argv, raw_wheel]
