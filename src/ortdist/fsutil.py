@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 
 def sha256_file(path: Path) -> str:
@@ -60,14 +61,16 @@ def replace_dir(tmp: Path, final: Path) -> None:
         tmp.rename(final)
 
 
-def atomic_copy(src: Path, dest: Path) -> None:
-    """Copy ``src`` to ``dest`` so that ``dest`` is either absent/old or complete, never partial."""
+@contextlib.contextmanager
+def atomic_file(dest: Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Write ``dest`` through a temp file in the same directory, renamed into place when complete:
+    readers see the old file or the whole new one, never a partial write."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
-            shutil.copyfileobj(inp, out, 1 << 20)
+        with os.fdopen(fd, mode) as out:
+            yield out
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, 0o644)
@@ -75,19 +78,13 @@ def atomic_copy(src: Path, dest: Path) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def atomic_copy(src: Path, dest: Path) -> None:
+    with atomic_file(dest) as out, src.open("rb") as inp:
+        shutil.copyfileobj(inp, out, 1 << 20)
 
 
 def atomic_write_text(dest: Path, text: str) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_file(dest, "w") as out:
+        out.write(text)

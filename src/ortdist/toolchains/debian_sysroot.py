@@ -12,7 +12,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -164,21 +164,32 @@ class DebianSysroot:
             )
         return house
 
-    def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
-        final = self.build_root_path(cache)
+    def _ensure_root(
+        self, final: Path, packages: Sequence[str], log: TextIO, finish: Callable[[Path], None] | None = None
+    ) -> Path:
+        """Create the root once: bootstrap in a temp sibling, stamp it, rename it into place."""
         if (final / STAMP).is_file():
             return final
         require_root()
         require_host_tools("debootstrap", "unshare", "chroot")
         print(
-            f"ortdist: creating sysroot {final.name} (debootstrap {self.spec.suite}, "
-            f"{len(self.spec.all_packages())} packages; once per toolchain digest)",
+            f"ortdist: creating root {final.name} (debootstrap {self.spec.suite}, {len(packages)} packages; "
+            "once per content digest)",
             file=sys.stderr,
         )
-        python = self.spec.python[0]
-        house = self.download_python_tools(cache, python)
         with temp_sibling_dir(final) as tmp:
-            self._bootstrap(tmp, self.spec.all_packages(), log)
+            self._bootstrap(tmp, packages, log)
+            if finish is not None:
+                finish(tmp)
+            self._stamp(tmp, packages)
+            tmp.rename(final)
+        return final
+
+    def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
+        python = self.spec.python[0]
+
+        def install_tools(tmp: Path) -> None:
+            house = self.download_python_tools(cache, python)
             venv = str(IN_ROOT_TOOLS_VENV)
             run.call(
                 self.wrap(tmp, [f"python{python}", "-m", "venv", venv]),
@@ -187,32 +198,18 @@ class DebianSysroot:
                 what="creating the tools venv",
             )
             pins = [f"{n}=={v}" for n, v in self.spec.python_tools.items()]
+            pip = [f"{venv}/bin/pip", "install", "--no-index", "--find-links", str(IN_ROOT_WHEELHOUSE), *pins]
             run.call(
-                self.wrap(
-                    tmp,
-                    [f"{venv}/bin/pip", "install", "--no-index", "--find-links", str(IN_ROOT_WHEELHOUSE), *pins],
-                    binds=[Bind(house, IN_ROOT_WHEELHOUSE, read_only=True)],
-                ),
+                self.wrap(tmp, pip, binds=[Bind(house, IN_ROOT_WHEELHOUSE, read_only=True)]),
                 log=log,
                 error=ToolchainError,
                 what="installing the Python tools in the root",
             )
-            self._stamp(tmp, self.spec.all_packages())
-            tmp.rename(final)
-        return final
+
+        return self._ensure_root(self.build_root_path(cache), self.spec.all_packages(), log, install_tools)
 
     def ensure_clean_root(self, cache: Cache, log: TextIO) -> Path:
-        final = self.clean_root_path(cache)
-        if (final / STAMP).is_file():
-            return final
-        require_root()
-        require_host_tools("debootstrap", "unshare", "chroot")
-        print(f"ortdist: creating clean root {final.name}", file=sys.stderr)
-        with temp_sibling_dir(final) as tmp:
-            self._bootstrap(tmp, self.spec.clean_root_packages, log)
-            self._stamp(tmp, self.spec.clean_root_packages)
-            tmp.rename(final)
-        return final
+        return self._ensure_root(self.clean_root_path(cache), self.spec.clean_root_packages, log)
 
     def installed_packages(self, root: Path) -> dict[str, str]:
         data = json.loads((root / STAMP).read_text(encoding="utf-8"))
