@@ -60,8 +60,11 @@ class NinjaProgress:
         if status is None:
             return
         done, total, _ = status
-        if self.first_done is None:
-            self.first_done = done - 1
+        if done == 0:
+            return  # "[0/2] Re-checking globbed directories...": cmake's pre-step, not the build
+        if self.first_done is None or total != self.last[1]:
+            self.first_done = done - 1  # a new ninja run (or a resumed one): measure its own rate
+            self.last_bucket = -1
         self.last = (done, total)
         text = render(done, total, self.clock() - self.start, self.first_done)
         if self.out.isatty():

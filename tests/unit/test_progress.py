@@ -73,3 +73,13 @@ def test_failure_excerpt_names_target_command_and_errors() -> None:
 
 def test_no_failure_no_excerpt() -> None:
     assert failure_excerpt(["[1/2] a", "[2/2] b"]) is None
+
+
+def test_cmake_recheck_prestep_is_not_the_build() -> None:
+    out = io.StringIO()
+    clock = Clock()
+    progress = NinjaProgress(out=out, clock=clock)
+    progress.feed("[0/2] Re-checking globbed directories...")
+    clock.now = 10.0
+    progress.feed("[101/200] Building a.o")  # resumed run: 1 edge in 10 s -> 99 left take 990 s
+    assert out.getvalue().splitlines() == ["[###############...............] 101/200  50% elapsed 00:10 ETA 16:30"]
