@@ -136,7 +136,7 @@ class Builder:
     # --- driver --------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         self.logs.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
+        self.started = time.monotonic()
         with build_lock(self.cache):
             for directory in (self.cache.sources, self.cache.sysroots, self.dist.parent):
                 remove_stale_temps(directory)
@@ -146,7 +146,7 @@ class Builder:
                 getattr(self, f"step_{step}")()
                 self.timings[step] = round(time.monotonic() - t0, 1)
                 print(f"ortdist: {step} done in {format_duration(self.timings[step])}", file=sys.stderr, flush=True)
-        self.timings["total"] = round(time.monotonic() - started, 1)
+        self.timings["total"] = round(time.monotonic() - self.started, 1)
         return self.results
 
     def _log(self, name: str) -> TextIO:
@@ -407,7 +407,7 @@ class Builder:
                 "root": self.root.name,
             },
             "cmake_defines": self.plan.cmake_defines,
-            "build_times_s": dict(self.timings),
+            "build_times_s": {**self.timings, "total": round(time.monotonic() - self.started, 1)},
             **self.results,
         }
         self.results["artifacts"] = publish(self.dist, self.artifacts, manifest)
@@ -416,6 +416,7 @@ class Builder:
         self.artifacts: list[Artifact] = []
         self.root = Path()
         self.wheel = Path()
+        self.started = time.monotonic()
 
 
 def verify_check_result(result: dict[str, Any], claimed: list[str]) -> list[str]:
