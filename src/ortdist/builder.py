@@ -43,7 +43,7 @@ from .paths import (
 from .plan import BuildPlan
 from .progress import NinjaProgress, failure_excerpt, format_duration
 from .toolchains import Bind, Toolchain
-from .toolchains.debian_sysroot import pip_download_argv
+from .toolchains.debian_sysroot import pip_download_argv, require_host_tools
 from .wheel import assemble, repair
 
 
@@ -174,6 +174,8 @@ class Builder:
             else:
                 sources.copy_tree((self.recipe_path.parent / src.path).resolve(), tree)
 
+        if plan.patches:
+            require_host_tools("patch")
         # Keyed by source + patch digests, so a reused tree is exactly what this plan asks for.
         # A local path can change under us: copy it afresh every run.
         if not (self.source_dir / ".ortdist-patched").is_file() or src.kind == "path":

@@ -20,6 +20,7 @@ from .progress import format_duration
 from .recipe import Recipe, load_recipe
 from .recipe.schema import recipe_schema_text
 from .toolchains import load_toolchain, make_toolchain
+from .toolchains.debian_sysroot import require_host_tools
 
 SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
 
@@ -87,6 +88,7 @@ def cmd_patches_check(args: argparse.Namespace) -> int:
             print(f"{directory.name}: no pinned source for this version; skipped")
             continue
         patches = read_series(directory)
+        require_host_tools("patch")
         archive = sources.fetch(sources.debian_orig(version.source), cache.downloads)
         with tempfile.TemporaryDirectory(prefix="ortdist-patches-") as tmp:
             tree = Path(tmp) / "src"

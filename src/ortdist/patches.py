@@ -85,7 +85,7 @@ def apply(patch: Patch, tree: Path) -> None:
         str(patch.path),
     ]
     if shutil.which("patch") is None:
-        raise PatchError("GNU patch is not installed", fix="apt-get install patch")
+        raise PatchError("GNU patch is not installed", fix="apt-get install patch (ortdist does this itself as root)")
     dry = run.capture([*base, "--dry-run"], check=False)
     if dry.returncode != 0:
         problems = describe_failure(dry.stdout + dry.stderr)
