@@ -64,7 +64,8 @@ def remove_stale_temps(directory: Path) -> None:
     """Temp dirs of a killed run (we hold the lock, so nobody else is writing them)."""
     if directory.is_dir():
         for entry in directory.iterdir():
-            if entry.name.startswith(".") and (".tmp-" in entry.name or ".old-" in entry.name):
+            stale = ".tmp-" in entry.name or ".old-" in entry.name or entry.name.endswith(".part")
+            if entry.name.startswith(".") and stale:
                 remove_tree(entry)
 
 
@@ -77,7 +78,14 @@ class Builder:
     recipe_path: Path
     jobs: int
     timings: dict[str, float] = field(default_factory=dict)
-    results: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)  # what the manifest reports
+
+    def __post_init__(self) -> None:
+        self.artifacts: list[Artifact] = []
+        self.root = Path()
+        self.raw_wheel = Path()
+        self.wheel = Path()
+        self.started = time.monotonic()
 
     # --- layout --------------------------------------------------------------------------------
     @property
@@ -138,7 +146,7 @@ class Builder:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.started = time.monotonic()
         with build_lock(self.cache):
-            for directory in (self.cache.sources, self.cache.sysroots, self.dist.parent):
+            for directory in (self.cache.sources, self.cache.sysroots, self.dist):
                 remove_stale_temps(directory)
             for step in self.plan.steps:
                 print(f"ortdist: == {step} ==", file=sys.stderr, flush=True)
@@ -294,13 +302,13 @@ class Builder:
                 error=PackageError,
                 what="scikit-build-core wheel build",
             )
-        self.results["raw_wheel"] = repair.single_wheel(raw).name
+        self.raw_wheel = repair.single_wheel(raw)
 
     def step_repair(self) -> None:
         repaired = self.work_dir / "wheel" / "repaired"
         remove_tree(repaired)
         repaired.mkdir(parents=True)
-        raw_in_root = f"{IN_ROOT_WORK}/wheel/raw/{self.results['raw_wheel']}"
+        raw_in_root = f"{IN_ROOT_WORK}/wheel/raw/{self.raw_wheel.name}"
         with self._log("repair") as log:
             run.call(
                 self.in_root(
@@ -413,12 +421,6 @@ class Builder:
             **self.results,
         }
         self.results["artifacts"] = publish(self.dist, self.artifacts, manifest)
-
-    def __post_init__(self) -> None:
-        self.artifacts: list[Artifact] = []
-        self.root = Path()
-        self.wheel = Path()
-        self.started = time.monotonic()
 
 
 def verify_check_result(result: dict[str, Any], claimed: list[str]) -> list[str]:

@@ -102,3 +102,14 @@ def test_check_result_names_what_is_wrong() -> None:
     assert "max abs error 0.5 > 1e-5" in verify_check_result(far, ["CPUExecutionProvider"])[0]
     empty = {**GOOD, "node_providers": {}}
     assert verify_check_result(empty, ["CPUExecutionProvider"]) == ["the profile recorded no node placements"]
+
+
+def test_stale_temps_of_a_killed_run_are_swept(tmp_path: Path) -> None:
+    from ortdist.builder import remove_stale_temps
+
+    (tmp_path / ".onnxruntime-1.21.0.whl.abc123.part").write_bytes(b"half")
+    (tmp_path / ".src-1.tmp-xyz").mkdir()
+    (tmp_path / "onnxruntime-1.21.0.whl").write_bytes(b"whole")
+    (tmp_path / "logs").mkdir()
+    remove_stale_temps(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", "onnxruntime-1.21.0.whl"]
