@@ -18,6 +18,8 @@ nox.options.reuse_existing_virtualenvs = True
 PYTEST = "pytest==9.2.0"
 RUFF = "ruff==0.17.5"
 MYPY = "mypy==2.4.1"
+# The control every reference model is checked against: PyPI's own 1.21.0 CPU wheel.
+ORT_CONTROL = "onnxruntime==1.21.0"
 
 
 def _install_ortdist(session: nox.Session) -> None:
@@ -44,7 +46,7 @@ for _recipe in sorted((ROOT / "recipes").glob("*.toml")):
 def tests(session: nox.Session) -> None:
     """Lint, type-check, schema drift, unit tests and the real-build integration test (pass pytest args after --)."""
     _install_ortdist(session)
-    session.install(PYTEST, RUFF, MYPY)
+    session.install(PYTEST, RUFF, MYPY, ORT_CONTROL)
     session.run("ruff", "check", "src", "tests", "noxfile.py")
     session.run("ruff", "format", "--check", "src", "tests", "noxfile.py")
     session.run("mypy")
@@ -57,7 +59,7 @@ def tests(session: nox.Session) -> None:
 def unit(session: nox.Session) -> None:
     """Unit tests only: no root, no network, no compiler (seconds)."""
     _install_ortdist(session)
-    session.install(PYTEST)
+    session.install(PYTEST, ORT_CONTROL)
     session.run("pytest", "tests/unit", *session.posargs)
 
 

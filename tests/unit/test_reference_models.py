@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ortdist.smoke import models
+from ortdist.smoke.models import Tolerance, compare, reference_models, tolerances
+
+
+@pytest.fixture(scope="module")
+def generated() -> list[models.ReferenceModel]:
+    return reference_models()
+
+
+def test_models_cover_what_the_suite_needs(generated: list[models.ReferenceModel]) -> None:
+    ops = {m.name: set(m.op_types) for m in generated}
+    assert {"Conv", "BatchNormalization", "Relu", "MaxPool", "Gemm"} <= ops["cnn"]
+    assert {"MatMul", "Softmax", "LayerNormalization", "Erf", "Reshape", "Transpose"} <= ops["transformer"]
+    assert {"If", "Loop"} <= ops["control_flow"]
+    assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= ops["qdq_cnn"]
+    fp16 = next(m for m in generated if m.name == "fp16_mlp")
+    assert fp16.inputs["x"].dtype == np.float16 and fp16.expected["probs"].dtype == np.float16
+    import onnx
+
+    depthwise = [n for n in onnx.load_from_string(generated[0].model).graph.node if n.name == "conv_dw"]
+    assert depthwise and any(a.name == "group" and a.i == 8 for a in depthwise[0].attribute)
+
+
+def test_generation_is_deterministic(generated: list[models.ReferenceModel]) -> None:
+    again = reference_models()
+    for a, b in zip(generated, again, strict=True):
+        assert a.model == b.model
+        for k in a.inputs:
+            assert np.array_equal(a.inputs[k], b.inputs[k])
+        for k in a.expected:
+            assert np.array_equal(a.expected[k], b.expected[k])
+
+
+def test_every_model_has_a_tolerance() -> None:
+    assert set(tolerances()) == set(models.BUILDERS)
+
+
+def test_official_wheel_matches_the_references_within_tolerance(generated: list[models.ReferenceModel]) -> None:
+    """The control: PyPI's onnxruntime 1.21.0 CPU EP must agree with every reference."""
+    ort = pytest.importorskip("onnxruntime")
+    assert ort.__version__ == "1.21.0"
+    tol = tolerances()
+    for m in generated:
+        session = ort.InferenceSession(m.model, providers=["CPUExecutionProvider"])
+        outputs = session.run(list(m.expected), m.inputs)
+        for (name, want), got in zip(m.expected.items(), outputs, strict=True):
+            result = compare(got, want, tol[m.name])
+            assert result.ok, f"{m.name}.{name}: max abs err {result.max_abs_err} at {result.worst_index}"
+
+
+def test_a_perturbed_expectation_fails(generated: list[models.ReferenceModel]) -> None:
+    cnn = generated[0]
+    want = cnn.expected["logits"].copy()
+    perturbed = want.copy()
+    perturbed[0, 3] += 0.01
+    result = compare(want, perturbed, tolerances()["cnn"])
+    assert not result.ok
+    assert result.worst_index == (0, 3)
+    assert result.max_abs_err == pytest.approx(0.01, rel=1e-3)
+
+
+def test_compare_requires_same_shape_and_nan_positions() -> None:
+    tol = Tolerance(atol=1.0, rtol=0.0)
+    assert not compare(np.zeros(3), np.zeros(4), tol).ok
+    assert not compare(np.array([np.nan, 1.0]), np.array([0.0, 1.0]), tol).ok
+    assert compare(np.array([np.nan, 1.0]), np.array([np.nan, 1.5]), tol).ok
