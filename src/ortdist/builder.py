@@ -348,6 +348,7 @@ class Builder:
         remove_tree(check)
         write_check_files(check)
         shutil.copyfile(Path(__file__).parent / "checks" / "probe.py", check / "probe.py")
+        shutil.copyfile(Path(__file__).parent / "smoke" / "proof.py", check / "proof.py")
         python = self.plan.python[0]
         house = self.cache.wheelhouse(python)
         requirements = list(self.plan.version.python_requires)

@@ -1,6 +1,6 @@
 """Runs INSIDE the clean root with only the installed wheel (and its dependencies) available.
 
-Usage: python probe.py MODEL DATA.npz RESULT.json
+Usage: python probe.py MODEL DATA.npz RESULT.json   (with proof.py beside it)
 Writes a JSON result; exits non-zero when the wheel cannot import or outputs differ.
 This file must stay standard library + numpy + onnxruntime only.
 """
@@ -10,6 +10,8 @@ import sys
 import traceback
 from pathlib import Path
 from typing import Any
+
+from proof import read_profile  # copied beside this script: ortdist/smoke/proof.py
 
 
 def main() -> int:
@@ -33,14 +35,7 @@ def main() -> int:
         session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         names = list(expected)
         outputs = session.run(names, inputs)
-        profile = session.end_profiling()
-        events = json.loads(Path(profile).read_text())
-        placement = {}
-        for ev in events:
-            args = ev.get("args", {})
-            if ev.get("cat") == "Node" and "provider" in args:
-                placement[ev["name"].rsplit("_kernel_time", 1)[0]] = args["provider"]
-        result["node_providers"] = placement
+        result["node_providers"] = read_profile(session.end_profiling())
         errors = {}
         for name, got in zip(names, outputs, strict=True):
             want = expected[name]

@@ -1,0 +1,68 @@
+"""The clean-root probe, run for real against PyPI's 1.21.0 wheel (the tests' control)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ortdist
+from ortdist.builder import verify_check_result
+from ortdist.checks.model import write_check_files
+from ortdist.smoke.proof import node_placement, share_on
+
+PACKAGE = Path(ortdist.__file__).parent
+
+
+def run_probe(directory: Path) -> tuple[int, dict[str, object]]:
+    shutil.copyfile(PACKAGE / "checks" / "probe.py", directory / "probe.py")
+    shutil.copyfile(PACKAGE / "smoke" / "proof.py", directory / "proof.py")
+    proc = subprocess.run(
+        [sys.executable, "probe.py", "model.onnx", "data.npz", "result.json"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.returncode, json.loads((directory / "result.json").read_text())
+
+
+def test_probe_passes_the_official_wheel(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    write_check_files(tmp_path)
+    code, result = run_probe(tmp_path)
+    assert code == 0, result
+    assert verify_check_result(result, ["CPUExecutionProvider"]) == []
+    assert set(result["node_providers"].values()) == {"CPUExecutionProvider"}  # type: ignore[union-attr]
+
+
+def test_probe_fails_on_a_perturbed_expectation(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    write_check_files(tmp_path)
+    with np.load(tmp_path / "data.npz") as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays["out_probs"] = arrays["out_probs"] + np.float32(0.01)
+    with (tmp_path / "data.npz").open("wb") as fh:
+        np.savez(fh, **arrays)  # type: ignore[arg-type]
+    code, result = run_probe(tmp_path)
+    assert code == 1
+    problems = verify_check_result(result, ["CPUExecutionProvider"])
+    assert problems == ["output 'probs': max abs error 0.01 > 1e-5 vs onnx.reference"]
+
+
+def test_node_placement_from_profile_events() -> None:
+    events = [
+        {"cat": "Session", "name": "model_loading_uri", "args": {}},
+        {"cat": "Node", "name": "conv1_kernel_time", "args": {"provider": "XnnpackExecutionProvider"}},
+        {"cat": "Node", "name": "conv1_fence_before", "args": {}},
+        {"cat": "Node", "name": "fc_kernel_time", "args": {"provider": "CPUExecutionProvider"}},
+    ]
+    placement = node_placement(events)
+    assert placement == {"conv1": "XnnpackExecutionProvider", "fc": "CPUExecutionProvider"}
+    assert share_on(placement, "XnnpackExecutionProvider") == 0.5
+    assert share_on({}, "CPUExecutionProvider") == 0.0
