@@ -129,6 +129,41 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_smoke(args: argparse.Namespace) -> int:
+    """Smoke-test wheels; a foreign wheel given alongside ours is the baseline for node-test parity."""
+    from .smoke.report import table
+    from .smoke.run_suite import smoke_wheel
+    from .smoke.wheelinfo import read_wheel
+
+    project = project_root()
+    cache = Cache.default()
+    toolchain = make_toolchain(load_toolchain(project, args.toolchain))
+    wheels = [Path(w) for w in args.wheels]
+    infos = {w: read_wheel(w) for w in wheels}
+    ordered = sorted(wheels, key=lambda w: infos[w].record is not None)  # foreign (baseline) wheels first
+    baseline: dict[str, dict[str, bool]] | None = None
+    rows = []
+    failed = 0
+    for wheel in ordered:
+        record = infos[wheel].record
+        out_dir = project / "dist" / (record["recipe"] if record else "smoke") / ("smoke" if record else "")
+        report, verdicts = smoke_wheel(wheel, out_dir, cache, toolchain, baseline if record else None)
+        if record is None and baseline is None:
+            baseline = report["node_test_outcomes"]
+        rows += [(wheel.name, v) for v in verdicts]
+        counts = ", ".join(
+            f"{p.removesuffix('ExecutionProvider')} {c['passed']} passed / {c['failed']} failed"
+            for p, c in report["node_tests"].items()
+        )
+        print(
+            f"{wheel.name}: {'PASS' if report['passed'] else 'FAIL'} in {report['seconds']} s "
+            f"({report['environment']['kind']}); node tests: {counts or 'none'}; reports in {out_dir}"
+        )
+        failed += not report["passed"]
+    print(table(rows))
+    return 1 if failed else 0
+
+
 def cmd_providers(_args: argparse.Namespace) -> int:
     for ep in registry.providers().values():
         print(f"{ep.name:9} {ep.provider:27} {ep.summary}")
@@ -165,6 +200,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--write", action="store_true")
     g.add_argument("--check", action="store_true")
     s.set_defaults(func=cmd_schema)
+
+    sm = sub.add_parser("smoke", help="prove wheels run reference models on every EP they claim")
+    sm.add_argument("wheels", nargs="+", help="wheel files (ours or foreign, e.g. PyPI's onnxruntime)")
+    sm.add_argument("--toolchain", default="debian-trixie", help="whose clean root runs wheels the host cannot")
+    sm.set_defaults(func=cmd_smoke)
 
     pr = sub.add_parser("providers", help="list the execution-provider registry")
     pr.set_defaults(func=cmd_providers)

@@ -1,0 +1,135 @@
+"""Smoke-test one wheel: plan, run in a fresh environment, judge, report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import CheckError
+from ..fsutil import remove_tree
+from ..paths import Cache
+from ..toolchains import Toolchain
+from . import env, node_tests
+from .models import reference_models, tolerances
+from .report import write_reports
+from .suite import ModelFiles, Verdict, expectations, judge, node_test_outcomes, plan_cases, regressions
+from .wheelinfo import read_wheel
+
+NODE_TESTS_DIR = "node-tests-onnx-1.17.0"
+
+
+def _write_models(workdir: Path, visible: Path) -> list[ModelFiles]:
+    tol = tolerances()
+    files: list[ModelFiles] = []
+    for m in reference_models():
+        d = workdir / "models" / m.name
+        d.mkdir(parents=True)
+        (d / "model.onnx").write_bytes(m.model)
+        arrays = {f"in_{k}": v for k, v in m.inputs.items()} | {f"out_{k}": v for k, v in m.expected.items()}
+        import numpy as np
+
+        with (d / "data.npz").open("wb") as fh:
+            np.savez(fh, **arrays)  # type: ignore[arg-type]
+        seen = visible / "models" / m.name
+        files.append(
+            ModelFiles(
+                "model", m.name, str(seen / "model.onnx"), str(seen / "data.npz"), tol[m.name].atol, tol[m.name].rtol
+            )
+        )
+    return files
+
+
+def _node_files(cache: Cache, workdir: Path, visible: Path) -> list[ModelFiles]:
+    source = cache.root / "smoke" / NODE_TESTS_DIR
+    node_tests.convert(source)
+    shutil.copytree(source, workdir / "node")
+    return [
+        ModelFiles(
+            "node",
+            d.name,
+            str(visible / "node" / d.name / "model.onnx"),
+            str(visible / "node" / d.name / "data.npz"),
+            1e-3,
+            1e-3,
+        )  # ONNX's backend-test tolerances
+        for d in sorted((workdir / "node").iterdir())
+        if d.is_dir()
+    ]
+
+
+def smoke_wheel(
+    wheel: Path, out_dir: Path, cache: Cache, toolchain: Toolchain, baseline: dict[str, dict[str, bool]] | None = None
+) -> tuple[dict[str, Any], list[Verdict]]:
+    started = time.monotonic()
+    info = read_wheel(wheel)
+    glibc_major, glibc_minor = (int(x) for x in toolchain.spec.glibc.split(".")[:2])
+    choice = env.choose(
+        info, toolchain.spec.python, (glibc_major, glibc_minor), env.host_glibc(), env.host_python(info.python)
+    )
+    print(f"ortdist: smoke {wheel.name}: {choice.reason}", file=sys.stderr)
+    workdir = cache.root / "smoke" / "runs" / wheel.stem
+    remove_tree(workdir)
+    workdir.mkdir(parents=True)
+    visible = workdir if choice.kind == "host" else env.IN_ROOT_SMOKE
+    files = _write_models(workdir, visible) + _node_files(cache, workdir, visible)
+    claimed = info.claimed_providers
+    candidates = claimed if claimed is not None else list(expectations())
+    cases, unknown = plan_cases(candidates, files)
+    (workdir / "plan.json").write_text(json.dumps({"cases": cases}), encoding="utf-8")
+    package = Path(__file__).parent
+    shutil.copyfile(package / "runner.py", workdir / "runner.py")
+    shutil.copyfile(package / "proof.py", workdir / "proof.py")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / f"{wheel.stem}.log").open("w", encoding="utf-8") as log:
+        code = env.run_in_env(choice, info, workdir, cache, toolchain, log)
+    result_file = workdir / "result.json"
+    result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {}
+    if "import_error" in result or not result_file.is_file():
+        last = (result.get("import_error") or "no result (see log)").strip().splitlines()[-1]
+        verdicts = [Verdict("model", "import", "-", False, False, f"the wheel cannot be imported: {last}", 0, 0, 0)]
+        claimed_final: list[str] = claimed or []
+    else:
+        available = result.get("available_providers", [])
+        claimed_final = claimed if claimed is not None else [p for p in candidates if p in available]
+        result["cases"] = [c for c in result["cases"] if c["provider"] in claimed_final]
+        verdicts = judge(result, claimed_final, [u for u in unknown if u in claimed_final])
+    node = node_test_outcomes(result)
+    regressed = {p: regressions(node.get(p, {}), baseline.get(p, {})) for p in node} if baseline else {}
+    for provider, names in regressed.items():
+        for name in names:
+            verdicts.append(
+                Verdict("node", name, provider, False, False, "regression: passes on the baseline wheel", 0, 0, 0)
+            )
+    passed = bool(verdicts) and all(v.passed for v in verdicts) and code in (0, 1)
+    report = {
+        "wheel": wheel.name,
+        "environment": {"kind": choice.kind, "reason": choice.reason},
+        "version": result.get("version"),
+        "claimed": claimed_final,
+        "claims_from": "build record" if claimed is not None else "get_available_providers()",
+        "available_providers": result.get("available_providers"),
+        "passed": passed,
+        "seconds": round(time.monotonic() - started, 1),
+        "models": [v.__dict__ for v in verdicts if v.suite == "model"],
+        "node_tests": {
+            p: {
+                "passed": sum(o.values()),
+                "failed": sum(not x for x in o.values()),
+                "failed_names": sorted(n for n, ok in o.items() if not ok),
+            }
+            for p, o in node.items()
+        },
+        "node_test_outcomes": node,
+        "regressions": regressed,
+        "node_tests_skipped_by_converter": len(node_tests.convert(cache.root / "smoke" / NODE_TESTS_DIR)),
+    }
+    write_reports(out_dir, report, verdicts, node, regressed)
+    if code not in (0, 1):
+        raise CheckError(
+            f"the smoke runner crashed (exit {code})", where=wheel.name, fix=f"see {out_dir / (wheel.stem + '.log')}"
+        )
+    return report, verdicts

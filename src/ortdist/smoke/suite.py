@@ -1,0 +1,188 @@
+"""Plan the smoke cases for a wheel and judge the runner's results (both pure).
+
+Facts about what each EP must prove live in ``data/smoke.toml``; nothing here names an EP.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from .. import registry
+from ..errors import DataError
+
+MUST_TAKE = ("all", "any", "none")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    ep: str
+    provider: str
+    models: tuple[str, ...]
+    must_take: str
+    ops: tuple[str, ...]
+    node_tests: bool
+
+
+def expectations() -> dict[str, Expectation]:
+    """Per-provider expectations keyed by provider class name, checked against the EP registry."""
+    text = resources.files("ortdist.data").joinpath("smoke.toml").read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    eps = registry.providers()
+    out: dict[str, Expectation] = {}
+    for name, entry in data.get("providers", {}).items():
+        where = f"ortdist/data/smoke.toml [providers.{name}]"
+        if name not in eps:
+            raise DataError(f"unknown EP {name!r}", where=where)
+        if entry["must_take"] not in MUST_TAKE:
+            raise DataError(f"must_take must be one of {MUST_TAKE}", where=where)
+        unknown = set(entry["models"]) - set(data["models"])
+        if unknown:
+            raise DataError(f"unknown model(s) {sorted(unknown)}", where=where)
+        out[eps[name].provider] = Expectation(
+            ep=name,
+            provider=eps[name].provider,
+            models=tuple(entry["models"]),
+            must_take=entry["must_take"],
+            ops=tuple(entry.get("ops", ())),
+            node_tests=bool(entry.get("node_tests", False)),
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A model and its inputs/expected outputs as files the runner can read (paths as seen by it)."""
+
+    suite: str  # "model" or "node"
+    name: str
+    model: str
+    data: str
+    atol: float
+    rtol: float
+
+
+def plan_cases(claimed: list[str], files: list[ModelFiles]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Cases for the runner, and the claimed providers the suite has no expectations for."""
+    table = expectations()
+    cases: list[dict[str, Any]] = []
+    unknown: list[str] = []
+    for provider in claimed:
+        exp = table.get(provider)
+        if exp is None:
+            unknown.append(provider)
+            continue
+        for f in files:
+            if (f.suite == "model" and f.name in exp.models) or (f.suite == "node" and exp.node_tests):
+                cases.append(
+                    {
+                        "suite": f.suite,
+                        "name": f.name,
+                        "model": f.model,
+                        "data": f.data,
+                        "atol": f.atol,
+                        "rtol": f.rtol,
+                        "provider": provider,
+                        "must_take": exp.must_take if f.suite == "model" else "none",
+                    }
+                )
+    return cases, unknown
+
+
+@dataclass(frozen=True)
+class Verdict:
+    suite: str
+    name: str
+    provider: str
+    passed: bool
+    skipped: bool
+    message: str
+    share: float
+    max_abs_err: float
+    seconds: float
+
+
+def judge_case(case: dict[str, Any]) -> Verdict:
+    """One case: a reference model must run, match, and sit on its EP as the expectation says."""
+
+    def verdict(passed: bool, message: str, skipped: bool = False) -> Verdict:
+        return Verdict(
+            case["suite"],
+            case["name"],
+            case["provider"],
+            passed,
+            skipped,
+            message,
+            float(case.get("share", 0.0)),
+            float(case.get("max_abs_err", 0.0)),
+            float(case.get("seconds", 0.0)),
+        )
+
+    if case["status"] == "unavailable":
+        return verdict(False, f"{case['provider']} is claimed but not available in this wheel")
+    if case["status"] == "error":
+        return verdict(False, case["error"].splitlines()[0][:300])
+    if not case["outputs_ok"]:
+        return verdict(False, f"outputs differ from the reference: max abs err {case['max_abs_err']:.3g}")
+    placement: dict[str, str] = case.get("placement", {})
+    off = sorted(n for n, p in placement.items() if p != case["provider"])
+    if case["must_take"] == "all" and (off or not placement):
+        return verdict(False, f"nodes fell back off {case['provider']}: {off[:8]}" if off else "no nodes profiled")
+    if case["must_take"] == "any" and not any(p == case["provider"] for p in placement.values()):
+        return verdict(
+            False, f"silent fallback: no node ran on {case['provider']} (all on {sorted(set(placement.values()))})"
+        )
+    return verdict(True, "ok")
+
+
+def judge(result: dict[str, Any], claimed: list[str], unknown: list[str]) -> list[Verdict]:
+    """Model cases are pass/fail; node tests are recorded (conformance is judged against a baseline)."""
+    verdicts = [judge_case(c) for c in result.get("cases", []) if c["suite"] == "model"]
+    for provider in unknown:
+        verdicts.append(
+            Verdict(
+                "model",
+                "*",
+                provider,
+                False,
+                False,
+                f"no smoke expectations for {provider}: add it to ortdist/data/smoke.toml",
+                0.0,
+                0.0,
+                0.0,
+            )
+        )
+    available = result.get("available_providers", [])
+    for provider in claimed:
+        if provider not in available and not any(v.provider == provider for v in verdicts):
+            verdicts.append(
+                Verdict(
+                    "model",
+                    "*",
+                    provider,
+                    False,
+                    False,
+                    f"{provider} is claimed but get_available_providers() lists only {available}",
+                    0.0,
+                    0.0,
+                    0.0,
+                )
+            )
+    return verdicts
+
+
+def node_test_outcomes(result: dict[str, Any]) -> dict[str, dict[str, bool]]:
+    """provider -> node test name -> passed."""
+    out: dict[str, dict[str, bool]] = {}
+    for case in result.get("cases", []):
+        if case["suite"] == "node":
+            passed = case["status"] == "ok" and bool(case.get("outputs_ok"))
+            out.setdefault(case["provider"], {})[case["name"]] = passed
+    return out
+
+
+def regressions(ours: dict[str, bool], baseline: dict[str, bool]) -> list[str]:
+    """Node tests that pass on the baseline (the official wheel) and fail on ours."""
+    return sorted(name for name, ok in baseline.items() if ok and not ours.get(name, False))

@@ -1,0 +1,71 @@
+"""What a wheel file says about itself: tags, glibc floor, requirements, its ortdist build record."""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+from typing import Any
+
+from ..errors import PackageError
+from ..wheel.repair import wheel_tag
+
+_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_")
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+
+
+@dataclass(frozen=True)
+class WheelInfo:
+    path: Path
+    python: str  # "3.13"
+    glibc: tuple[int, int] | None  # None: not a manylinux wheel (linux_x86_64 runs only where built)
+    requires: tuple[str, ...]
+    record: dict[str, Any] | None
+
+    @property
+    def claimed_providers(self) -> list[str] | None:
+        """The EPs ortdist's build record claims; None for foreign wheels (ask the wheel itself)."""
+        if self.record is None:
+            return None
+        return [ep["provider"] for ep in self.record["execution_providers"]]
+
+
+def glibc_floor(platform_tags: str) -> tuple[int, int] | None:
+    floors = []
+    for plat in platform_tags.split("."):
+        if m := _MANYLINUX.match(plat):
+            floors.append((int(m[1]), int(m[2])))
+        elif plat.split("_x86_64")[0].split("_aarch64")[0] in _LEGACY:
+            floors.append(_LEGACY[plat.split("_x86_64")[0].split("_aarch64")[0]])
+    return min(floors) if floors else None
+
+
+def read_wheel(path: Path) -> WheelInfo:
+    try:
+        py, _abi, plat = wheel_tag(path.name).split("-")
+    except ValueError as exc:
+        raise PackageError(str(exc), where=str(path), fix="pass a .whl file") from exc
+    if not py.startswith("cp") or len(py) < 4:
+        raise PackageError(f"wheel tag {py!r} is not a CPython tag", where=str(path))
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+            meta_name = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
+            if meta_name is None:
+                raise PackageError(
+                    "no .dist-info/METADATA in the wheel",
+                    where=str(path),
+                    fix="rebuild the wheel; this file is not a complete wheel",
+                )
+            meta = Parser().parsestr(zf.read(meta_name).decode("utf-8"))
+            record_name = "onnxruntime/ortdist_build.json"
+            record = json.loads(zf.read(record_name)) if record_name in names else None
+    except zipfile.BadZipFile as exc:
+        raise PackageError(
+            f"not a zip archive: {exc}", where=str(path), fix="re-download or rebuild the wheel"
+        ) from exc
+    requires = tuple(r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r)
+    return WheelInfo(path=path, python=f"{py[2]}.{py[3:]}", glibc=glibc_floor(plat), requires=requires, record=record)
