@@ -64,6 +64,15 @@ def unit(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def smoke(session: nox.Session) -> None:
+    """Smoke-test wheels on every EP they claim: nox -s smoke -- WHEEL... (a PyPI wheel given too is the baseline)."""
+    if not session.posargs:
+        session.error("usage: nox -s smoke -- WHEEL [WHEEL...]")
+    _install_ortdist(session)
+    session.run("ortdist", "smoke", *session.posargs)
+
+
+@nox.session(default=False)
 def schema(session: nox.Session) -> None:
     """Regenerate recipes/recipe.schema.json from the recipe model."""
     _install_ortdist(session)

@@ -62,7 +62,12 @@ def _node_files(cache: Cache, workdir: Path, visible: Path) -> list[ModelFiles]:
 
 
 def smoke_wheel(
-    wheel: Path, out_dir: Path, cache: Cache, toolchain: Toolchain, baseline: dict[str, dict[str, bool]] | None = None
+    wheel: Path,
+    out_dir: Path,
+    cache: Cache,
+    toolchain: Toolchain,
+    baseline: dict[str, dict[str, bool]] | None = None,
+    with_node_tests: bool = True,
 ) -> tuple[dict[str, Any], list[Verdict]]:
     started = time.monotonic()
     info = read_wheel(wheel)
@@ -75,7 +80,7 @@ def smoke_wheel(
     remove_tree(workdir)
     workdir.mkdir(parents=True)
     visible = workdir if choice.kind == "host" else env.IN_ROOT_SMOKE
-    files = _write_models(workdir, visible) + _node_files(cache, workdir, visible)
+    files = _write_models(workdir, visible) + (_node_files(cache, workdir, visible) if with_node_tests else [])
     claimed = info.claimed_providers
     candidates = claimed if claimed is not None else list(expectations())
     cases, unknown = plan_cases(candidates, files)
