@@ -1,0 +1,102 @@
+"""The smoke suite against PyPI's onnxruntime 1.21.0 wheel for the running Python (host venv, no
+root), and against doctored copies of it: the suite must pass the real thing and fail the fakes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ortdist.paths import Cache
+from ortdist.smoke.run_suite import smoke_wheel
+from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
+
+pytestmark = pytest.mark.integration
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def official(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("official")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "onnxruntime==1.21.0",
+            "-d",
+            str(dest),
+        ],
+        check=True,
+    )
+    (wheel,) = dest.glob("onnxruntime-1.21.0-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def toolchain() -> Toolchain:
+    return make_toolchain(load_toolchain(PROJECT, "debian-trixie"))
+
+
+def doctor(src: Path, dest_dir: Path, drop: str = "", add: dict[str, str] | None = None) -> Path:
+    """Copy a wheel, dropping members whose name contains ``drop`` and adding ``add``."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / src.name
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            if drop and drop in item.filename:
+                continue
+            zout.writestr(item, zin.read(item.filename))
+        for name, text in (add or {}).items():
+            zout.writestr(name, text)
+    return dest
+
+
+def test_official_wheel_passes(official: Path, toolchain: Toolchain, tmp_path: Path) -> None:
+    report, verdicts = smoke_wheel(official, tmp_path, Cache.default(), toolchain)
+    assert report["passed"], [v.message for v in verdicts if not v.passed]
+    assert report["environment"]["kind"] == "host"
+    assert report["claims_from"] == "get_available_providers()"
+    assert report["claimed"] == ["CPUExecutionProvider"]
+    models = {v.name: v for v in verdicts}
+    assert set(models) == {"cnn", "transformer", "control_flow", "qdq_cnn", "fp16_mlp"}
+    assert all(v.share == 1.0 for v in verdicts)
+    node = report["node_tests"]["CPUExecutionProvider"]
+    assert node["passed"] > node["failed"] > 0
+    junit = (tmp_path / f"{official.stem}.junit.xml").read_text()
+    assert 'failures="0"' in junit
+    assert json.loads((tmp_path / f"{official.stem}.json").read_text())["passed"] is True
+
+
+def test_wheel_without_its_native_library_fails(official: Path, toolchain: Toolchain, tmp_path: Path) -> None:
+    broken = doctor(official, tmp_path / "broken", drop="onnxruntime_pybind11_state")
+    report, verdicts = smoke_wheel(broken, tmp_path / "out", Cache.default(), toolchain, with_node_tests=False)
+    assert not report["passed"]
+    (verdict,) = verdicts
+    assert verdict.message.startswith("the wheel cannot be imported:")
+    assert "onnxruntime_pybind11_state" in verdict.message
+
+
+def test_wheel_claiming_an_ep_it_lacks_fails(official: Path, toolchain: Toolchain, tmp_path: Path) -> None:
+    record = {
+        "recipe": "fake",
+        "execution_providers": [
+            {"name": "cpu", "provider": "CPUExecutionProvider"},
+            {"name": "xnnpack", "provider": "XnnpackExecutionProvider"},
+        ],
+    }
+    liar = doctor(official, tmp_path / "liar", add={"onnxruntime/ortdist_build.json": json.dumps(record)})
+    report, verdicts = smoke_wheel(liar, tmp_path / "out", Cache.default(), toolchain, with_node_tests=False)
+    assert not report["passed"]
+    assert report["claims_from"] == "build record"
+    failing = {v.message for v in verdicts if not v.passed}
+    assert failing == {"XnnpackExecutionProvider is claimed but not available in this wheel"}
+    assert all(v.passed for v in verdicts if v.provider == "CPUExecutionProvider")

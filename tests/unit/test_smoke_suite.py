@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ortdist.errors import CheckError
+from ortdist.smoke.env import choose
+from ortdist.smoke.suite import ModelFiles, expectations, judge, judge_case, plan_cases, regressions
+from ortdist.smoke.wheelinfo import WheelInfo, glibc_floor
+
+FILES = [
+    ModelFiles("model", "cnn", "/m/cnn.onnx", "/m/cnn.npz", 1e-4, 1e-4),
+    ModelFiles("model", "transformer", "/m/t.onnx", "/m/t.npz", 1e-4, 1e-4),
+    ModelFiles("node", "test_abs", "/n/abs.onnx", "/n/abs.npz", 1e-3, 1e-3),
+]
+
+
+def test_glibc_floor_from_platform_tags() -> None:
+    assert glibc_floor("manylinux_2_27_x86_64.manylinux_2_28_x86_64") == (2, 27)
+    assert glibc_floor("manylinux2014_x86_64") == (2, 17)
+    assert glibc_floor("linux_x86_64") is None
+
+
+def info(python: str = "3.13", glibc: tuple[int, int] | None = (2, 39)) -> WheelInfo:
+    return WheelInfo(path=Path("/w/x.whl"), python=python, glibc=glibc, requires=(), record=None)
+
+
+def test_environment_choice() -> None:
+    assert choose(info(glibc=(2, 28)), ("3.13",), (2, 41), (2, 36), "/usr/bin/python3.13").kind == "host"
+    root = choose(info(glibc=(2, 39)), ("3.13",), (2, 41), (2, 36), "/usr/bin/python3.13")
+    assert root.kind == "root" and "host glibc 2.36 is too old" in root.reason
+    assert choose(info(), ("3.13",), (2, 41), (2, 41), None).reason == "clean root (no host CPython 3.13)"
+    with pytest.raises(CheckError, match=r"needs CPython 3\.9 with glibc >= 2\.39"):
+        choose(info(python="3.9"), ("3.13",), (2, 41), (2, 36), None)
+
+
+def test_expectations_are_data_keyed_by_provider() -> None:
+    table = expectations()
+    assert table["CPUExecutionProvider"].must_take == "all"
+    assert table["XnnpackExecutionProvider"].must_take == "any"
+    assert "Conv" in table["XnnpackExecutionProvider"].ops
+
+
+def test_plan_cases_follows_expectations() -> None:
+    cases, unknown = plan_cases(["CPUExecutionProvider", "XnnpackExecutionProvider", "RknpuExecutionProvider"], FILES)
+    by = {(c["provider"], c["name"]) for c in cases}
+    assert ("CPUExecutionProvider", "transformer") in by
+    assert ("XnnpackExecutionProvider", "cnn") in by
+    assert ("XnnpackExecutionProvider", "transformer") not in by  # not an XNNPACK model
+    assert ("XnnpackExecutionProvider", "test_abs") in by
+    assert unknown == ["RknpuExecutionProvider"]
+    assert {c["must_take"] for c in cases if c["suite"] == "node"} == {"none"}
+
+
+def case(**kw: Any) -> dict[str, Any]:
+    base = {
+        "suite": "model",
+        "name": "cnn",
+        "provider": "XnnpackExecutionProvider",
+        "must_take": "any",
+        "status": "ok",
+        "outputs_ok": True,
+        "max_abs_err": 0.0,
+        "seconds": 0.001,
+        "share": 0.5,
+        "placement": {"conv1": "XnnpackExecutionProvider", "fc": "CPUExecutionProvider"},
+    }
+    return base | kw
+
+
+def test_judge_case_outcomes() -> None:
+    assert judge_case(case()).passed
+    silent = judge_case(case(placement={"conv1": "CPUExecutionProvider"}, share=0.0))
+    assert not silent.passed and silent.message.startswith("silent fallback: no node ran on XnnpackExecutionProvider")
+    whole = judge_case(case(must_take="all"))
+    assert not whole.passed and "nodes fell back off XnnpackExecutionProvider: ['fc']" in whole.message
+    wrong = judge_case(case(outputs_ok=False, max_abs_err=0.25))
+    assert wrong.message == "outputs differ from the reference: max abs err 0.25"
+    err = judge_case(case(status="error", error="NotImplemented: Could not find an implementation for Foo\nmore"))
+    assert err.message == "NotImplemented: Could not find an implementation for Foo"
+
+
+def test_judge_flags_claims_without_cases() -> None:
+    result = {
+        "available_providers": ["CPUExecutionProvider"],
+        "cases": [case(provider="CPUExecutionProvider", must_take="all", placement={"a": "CPUExecutionProvider"})],
+    }
+    verdicts = judge(result, ["CPUExecutionProvider", "DnnlExecutionProvider"], [])
+    assert [v.message for v in verdicts if not v.passed] == [
+        "DnnlExecutionProvider is claimed but get_available_providers() lists only ['CPUExecutionProvider']"
+    ]
+
+
+def test_regressions_against_baseline() -> None:
+    baseline = {"test_a": True, "test_b": True, "test_c": False}
+    assert regressions({"test_a": True, "test_b": False, "test_c": False}, baseline) == ["test_b"]
+    assert regressions({"test_a": True}, baseline) == ["test_b"]  # missing counts as failing
