@@ -97,3 +97,28 @@ def test_regressions_against_baseline() -> None:
     baseline = {"test_a": True, "test_b": True, "test_c": False}
     assert regressions({"test_a": True, "test_b": False, "test_c": False}, baseline) == ["test_b"]
     assert regressions({"test_a": True}, baseline) == ["test_b"]  # missing counts as failing
+
+
+def test_missing_provider_library_is_named() -> None:
+    from ortdist.smoke.suite import missing_library
+
+    log = (
+        "2026-11-22 [E:onnxruntime:Default, provider_bridge_ort.cc:1848 TryGetProviderInfo_CUDA] "
+        "Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.12: "
+        "cannot open shared object file: No such file or directory\n"
+    )
+    assert missing_library(log) == "libcublasLt.so.12"
+    fallback = case(
+        provider="CUDAExecutionProvider", must_take="all", ort_log=log, placement={"conv1": "CPUExecutionProvider"}
+    )
+    assert judge_case(fallback).message == "CUDAExecutionProvider could not load: missing library libcublasLt.so.12"
+
+
+def test_required_ops_must_land_on_the_ep() -> None:
+    on_ep = case(ops={"conv1": "Conv", "fc": "Gemm"})
+    result = {"available_providers": ["CPUExecutionProvider", "XnnpackExecutionProvider"], "cases": [on_ep]}
+    assert all(v.passed for v in judge(result, ["XnnpackExecutionProvider"], []))
+    gemm_only = case(ops={"conv1": "Gemm", "fc": "Conv"})  # the Conv node stayed on the CPU
+    result = {"available_providers": ["CPUExecutionProvider", "XnnpackExecutionProvider"], "cases": [gemm_only]}
+    failing = [v.message for v in judge(result, ["XnnpackExecutionProvider"], []) if not v.passed]
+    assert failing == ["no Conv node ran on XnnpackExecutionProvider in any reference model"]

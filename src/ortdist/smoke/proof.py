@@ -28,8 +28,25 @@ def node_placement(events: list[dict[str, Any]]) -> dict[str, str]:
     return placement
 
 
+def node_ops(events: list[dict[str, Any]]) -> dict[str, str]:
+    """Node name -> op type (ORT records ``op_name`` with each kernel event)."""
+    ops: dict[str, str] = {}
+    for event in events:
+        args = event.get("args") or {}
+        if event.get("cat") == "Node" and "op_name" in args:
+            name = str(event.get("name", ""))
+            ops[name[: -len(_KERNEL_SUFFIX)] if name.endswith(_KERNEL_SUFFIX) else name] = str(args["op_name"])
+    return ops
+
+
 def read_profile(path: str | Path) -> dict[str, str]:
     return node_placement(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def read_profile_ops(path: str | Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(node -> provider, node -> op type) from one profile file."""
+    events = json.loads(Path(path).read_text(encoding="utf-8"))
+    return node_placement(events), node_ops(events)
 
 
 def share_on(placement: dict[str, str], provider: str) -> float:

@@ -11,15 +11,18 @@ Standard library + numpy + onnxruntime only.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from proof import read_profile, share_on  # copied beside this script: ortdist/smoke/proof.py
+from proof import read_profile_ops, share_on  # copied beside this script: ortdist/smoke/proof.py
 
 
 def compare(got: Any, want: Any, atol: float, rtol: float) -> tuple[bool, float]:
@@ -37,6 +40,22 @@ def compare(got: Any, want: Any, atol: float, rtol: float) -> tuple[bool, float]
     return equal, 0.0 if equal else float("inf")
 
 
+@contextlib.contextmanager
+def native_stderr(sink: list[str]) -> Iterator[None]:
+    """Capture what native code writes to fd 2 (ORT logs a provider library that failed to load there)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            sink.append(tmp.read().decode("utf-8", "replace")[-4000:])
+
+
 def run_case(ort: Any, case: dict[str, Any], profile_dir: str) -> dict[str, Any]:
     import numpy as np
 
@@ -49,7 +68,11 @@ def run_case(ort: Any, case: dict[str, Any], profile_dir: str) -> dict[str, Any]
         options.enable_profiling = True
         options.profile_file_prefix = f"{profile_dir}/{case['suite']}_{case['name']}"
         options.log_severity_level = 3
-        session = ort.InferenceSession(case["model"], options, providers=providers)
+        native_log: list[str] = []
+        with native_stderr(native_log):
+            session = ort.InferenceSession(case["model"], options, providers=providers)
+        if native_log and native_log[0].strip():
+            out["ort_log"] = native_log[0]
         with np.load(case["data"]) as data:
             inputs = {k[3:]: data[k] for k in data.files if k.startswith("in_")}
             expected = {k[4:]: data[k] for k in data.files if k.startswith("out_")}
@@ -57,8 +80,9 @@ def run_case(ort: Any, case: dict[str, Any], profile_dir: str) -> dict[str, Any]
         start = time.perf_counter()
         outputs = session.run(names, inputs)
         out["seconds"] = time.perf_counter() - start
-        placement = read_profile(session.end_profiling())
+        placement, ops = read_profile_ops(session.end_profiling())
         out["placement"] = placement
+        out["ops"] = ops
         out["share"] = share_on(placement, case["provider"])
         errors, ok = {}, True
         for name, got in zip(names, outputs, strict=True):

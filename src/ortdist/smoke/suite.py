@@ -5,6 +5,7 @@ Facts about what each EP must prove live in ``data/smoke.toml``; nothing here na
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -104,6 +105,15 @@ class Verdict:
     seconds: float
 
 
+_MISSING_LIB = re.compile(r"([\w.+-]+\.so[\w.]*): cannot open shared object file")
+
+
+def missing_library(log: str) -> str | None:
+    """The shared library ORT's log says it could not load, if any."""
+    m = _MISSING_LIB.search(log)
+    return m.group(1) if m else None
+
+
 def judge_case(case: dict[str, Any]) -> Verdict:
     """One case: a reference model must run, match, and sit on its EP as the expectation says."""
 
@@ -122,6 +132,11 @@ def judge_case(case: dict[str, Any]) -> Verdict:
 
     if case["status"] == "unavailable":
         return verdict(False, f"{case['provider']} is claimed but not available in this wheel")
+    lib = missing_library(case.get("ort_log", "") + "\n" + case.get("error", ""))
+    if lib and case["status"] in ("error", "ok") and case["provider"] != "CPUExecutionProvider":
+        off_ep = not any(p == case["provider"] for p in case.get("placement", {}).values())
+        if case["status"] == "error" or off_ep:
+            return verdict(False, f"{case['provider']} could not load: missing library {lib}")
     if case["status"] == "error":
         return verdict(False, case["error"].splitlines()[0][:300])
     if not case["outputs_ok"]:
@@ -137,9 +152,41 @@ def judge_case(case: dict[str, Any]) -> Verdict:
     return verdict(True, "ok")
 
 
+def missing_ops(cases: list[dict[str, Any]], provider: str, required: tuple[str, ...]) -> list[str]:
+    """Required op types that no model case placed on ``provider``."""
+    placed = {
+        c.get("ops", {}).get(node)
+        for c in cases
+        if c["suite"] == "model" and c["provider"] == provider
+        for node, p in c.get("placement", {}).items()
+        if p == provider
+    }
+    return [op for op in required if op not in placed]
+
+
 def judge(result: dict[str, Any], claimed: list[str], unknown: list[str]) -> list[Verdict]:
     """Model cases are pass/fail; node tests are recorded (conformance is judged against a baseline)."""
-    verdicts = [judge_case(c) for c in result.get("cases", []) if c["suite"] == "model"]
+    cases = result.get("cases", [])
+    verdicts = [judge_case(c) for c in cases if c["suite"] == "model"]
+    table = expectations()
+    for provider in claimed:
+        exp = table.get(provider)
+        if exp and exp.ops and any(c["provider"] == provider and c["status"] == "ok" for c in cases):
+            lacking = missing_ops(cases, provider, exp.ops)
+            if lacking:
+                verdicts.append(
+                    Verdict(
+                        "model",
+                        "ops",
+                        provider,
+                        False,
+                        False,
+                        f"no {', '.join(lacking)} node ran on {provider} in any reference model",
+                        0.0,
+                        0.0,
+                        0.0,
+                    )
+                )
     for provider in unknown:
         verdicts.append(
             Verdict(
