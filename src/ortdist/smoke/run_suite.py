@@ -95,7 +95,7 @@ def smoke_wheel(
     result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {}
     if "import_error" in result or not result_file.is_file():
         last = (result.get("import_error") or "no result (see log)").strip().splitlines()[-1]
-        verdicts = [Verdict("model", "import", "-", False, False, f"the wheel cannot be imported: {last}", 0, 0, 0)]
+        verdicts = [Verdict.failure("import", "-", f"the wheel cannot be imported: {last}")]
         claimed_final: list[str] = claimed or []
     else:
         available = result.get("available_providers", [])
@@ -106,9 +106,7 @@ def smoke_wheel(
     regressed = {p: regressions(node.get(p, {}), baseline.get(p, {})) for p in node} if baseline else {}
     for provider, names in regressed.items():
         for name in names:
-            verdicts.append(
-                Verdict("node", name, provider, False, False, "regression: passes on the baseline wheel", 0, 0, 0)
-            )
+            verdicts.append(Verdict.failure(name, provider, "regression: passes on the baseline wheel", suite="node"))
     passed = bool(verdicts) and all(v.passed for v in verdicts) and code in (0, 1)
     report = {
         "wheel": wheel.name,

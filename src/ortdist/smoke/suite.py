@@ -175,46 +175,20 @@ def judge(result: dict[str, Any], claimed: list[str], unknown: list[str]) -> lis
             lacking = missing_ops(cases, provider, exp.ops)
             if lacking:
                 verdicts.append(
-                    Verdict(
-                        "model",
-                        "ops",
-                        provider,
-                        False,
-                        False,
-                        f"no {', '.join(lacking)} node ran on {provider} in any reference model",
-                        0.0,
-                        0.0,
-                        0.0,
+                    Verdict.failure(
+                        "ops", provider, f"no {', '.join(lacking)} node ran on {provider} in any reference model"
                     )
                 )
     for provider in unknown:
         verdicts.append(
-            Verdict(
-                "model",
-                "*",
-                provider,
-                False,
-                False,
-                f"no smoke expectations for {provider}: add it to ortdist/data/smoke.toml",
-                0.0,
-                0.0,
-                0.0,
-            )
+            Verdict.failure("*", provider, f"no smoke expectations for {provider}: add it to ortdist/data/smoke.toml")
         )
     available = result.get("available_providers", [])
     for provider in claimed:
         if provider not in available and not any(v.provider == provider for v in verdicts):
             verdicts.append(
-                Verdict(
-                    "model",
-                    "*",
-                    provider,
-                    False,
-                    False,
-                    f"{provider} is claimed but get_available_providers() lists only {available}",
-                    0.0,
-                    0.0,
-                    0.0,
+                Verdict.failure(
+                    "*", provider, f"{provider} is claimed but get_available_providers() lists only {available}"
                 )
             )
     return verdicts
