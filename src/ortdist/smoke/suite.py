@@ -104,6 +104,11 @@ class Verdict:
     max_abs_err: float
     seconds: float
 
+    @classmethod
+    def failure(cls, name: str, provider: str, message: str, suite: str = "model") -> Verdict:
+        """A failure that is about the wheel as a whole, not one run of a model."""
+        return cls(suite, name, provider, False, False, message, 0.0, 0.0, 0.0)
+
 
 _MISSING_LIB = re.compile(r"([\w.+-]+\.so[\w.]*): cannot open shared object file")
 
