@@ -22,6 +22,9 @@ def junit_xml(
         if not v.passed:
             failures += 1
             ET.SubElement(case, "failure", message=v.message)
+        elif v.skipped:
+            skipped += 1
+            ET.SubElement(case, "skipped", message=v.message)
     for provider, outcomes in node.items():
         for name, ok in sorted(outcomes.items()):
             total += 1
@@ -63,7 +66,11 @@ def table(rows: list[tuple[str, Verdict]]) -> str:
                 f"{v.share:.0%}",
                 f"{v.max_abs_err:.2g}",
                 f"{v.seconds * 1000:.2f}",
-                "PASS" if v.passed else f"FAIL: {v.message}",
+                ("SKIP: " + v.message.removeprefix("skipped: "))
+                if v.skipped
+                else "PASS"
+                if v.passed
+                else f"FAIL: {v.message}",
             )
         )
     widths = [max(len(r[i]) for r in lines) for i in range(len(header) - 1)]
