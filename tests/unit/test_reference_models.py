@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from ortdist.smoke import models
-from ortdist.smoke.models import Tolerance, compare, reference_models, tolerances
+from ortdist.smoke.models import Tolerance, reference_models, tolerances
+from ortdist.smoke.proof import compare
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def test_official_wheel_matches_the_references_within_tolerance(generated: list[
         session = ort.InferenceSession(m.model, providers=["CPUExecutionProvider"])
         outputs = session.run(list(m.expected), m.inputs)
         for (name, want), got in zip(m.expected.items(), outputs, strict=True):
-            result = compare(got, want, tol[m.name])
+            result = compare(got, want, tol[m.name].atol, tol[m.name].rtol)
             assert result.ok, f"{m.name}.{name}: max abs err {result.max_abs_err} at {result.worst_index}"
 
 
@@ -58,7 +59,8 @@ def test_a_perturbed_expectation_fails(generated: list[models.ReferenceModel]) -
     want = cnn.expected["logits"].copy()
     perturbed = want.copy()
     perturbed[0, 3] += 0.01
-    result = compare(want, perturbed, tolerances()["cnn"])
+    tol = tolerances()["cnn"]
+    result = compare(want, perturbed, tol.atol, tol.rtol)
     assert not result.ok
     assert result.worst_index == (0, 3)
     assert result.max_abs_err == pytest.approx(0.01, rel=1e-3)
@@ -66,6 +68,7 @@ def test_a_perturbed_expectation_fails(generated: list[models.ReferenceModel]) -
 
 def test_compare_requires_same_shape_and_nan_positions() -> None:
     tol = Tolerance(atol=1.0, rtol=0.0)
-    assert not compare(np.zeros(3), np.zeros(4), tol).ok
-    assert not compare(np.array([np.nan, 1.0]), np.array([0.0, 1.0]), tol).ok
-    assert compare(np.array([np.nan, 1.0]), np.array([np.nan, 1.5]), tol).ok
+    assert not compare(np.zeros(3), np.zeros(4), tol.atol, tol.rtol).ok
+    assert not compare(np.array([np.nan, 1.0]), np.array([0.0, 1.0]), tol.atol, tol.rtol).ok
+    assert compare(np.array([np.nan, 1.0]), np.array([np.nan, 1.5]), tol.atol, tol.rtol).ok
+    assert not compare(np.array([1, 2]), np.array([1, 3]), 10.0, 0.0).ok  # integers must be equal

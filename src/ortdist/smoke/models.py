@@ -346,23 +346,3 @@ def tolerances() -> dict[str, Tolerance]:
 
         raise DataError(f"no tolerance for reference model(s) {sorted(missing)}", where="ortdist/data/smoke.toml")
     return out
-
-
-@dataclass(frozen=True)
-class Comparison:
-    ok: bool
-    max_abs_err: float
-    worst_index: tuple[int, ...]
-
-
-def compare(got: np.ndarray[Any, Any], expected: np.ndarray[Any, Any], tol: Tolerance) -> Comparison:
-    """Elementwise check in float64; shapes and NaN positions must match exactly."""
-    if got.shape != expected.shape:
-        return Comparison(ok=False, max_abs_err=float("inf"), worst_index=())
-    g, e = got.astype(np.float64), expected.astype(np.float64)
-    if not np.array_equal(np.isnan(g), np.isnan(e)):
-        return Comparison(ok=False, max_abs_err=float("nan"), worst_index=())
-    diff = np.abs(np.nan_to_num(g) - np.nan_to_num(e))
-    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape)) if diff.size else ()
-    ok = bool(np.all(diff <= tol.atol + tol.rtol * np.abs(np.nan_to_num(e))))
-    return Comparison(ok=ok, max_abs_err=float(diff.max()) if diff.size else 0.0, worst_index=worst)

@@ -1,13 +1,14 @@
-"""Which node ran on which execution provider, read from ORT's own profile.
+"""Which node ran on which execution provider (read from ORT's own profile), and whether outputs match.
 
 ORT falls back to the CPU without a word when an EP cannot take a node; the profile is where
-the truth is. Standard library only: this file is also copied into clean roots and venvs that
-have nothing but the wheel under test.
+the truth is. This file is also copied into clean roots and venvs that have nothing but the
+wheel under test, so it needs only the standard library (and numpy, which onnxruntime brings).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +55,31 @@ def share_on(placement: dict[str, str], provider: str) -> float:
     if not placement:
         return 0.0
     return sum(1 for p in placement.values() if p == provider) / len(placement)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ok: bool
+    max_abs_err: float
+    worst_index: tuple[int, ...]
+
+
+def compare(got: Any, expected: Any, atol: float, rtol: float) -> Comparison:
+    """|got - expected| <= atol + rtol * |expected| elementwise; shapes and NaN positions must match.
+    Non-float outputs must be equal."""
+    import numpy as np
+
+    if got.shape != expected.shape:
+        return Comparison(ok=False, max_abs_err=float("inf"), worst_index=())
+    if expected.dtype.kind not in "fc":
+        equal = bool(np.array_equal(got, expected))
+        return Comparison(ok=equal, max_abs_err=0.0 if equal else float("inf"), worst_index=())
+    g, e = got.astype(np.float64), expected.astype(np.float64)
+    if not np.array_equal(np.isnan(g), np.isnan(e)):
+        return Comparison(ok=False, max_abs_err=float("nan"), worst_index=())
+    diff = np.abs(np.nan_to_num(g) - np.nan_to_num(e))
+    if not diff.size:
+        return Comparison(ok=True, max_abs_err=0.0, worst_index=())
+    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+    ok = bool(np.all(diff <= atol + rtol * np.abs(np.nan_to_num(e))))
+    return Comparison(ok=ok, max_abs_err=float(diff.max()), worst_index=worst)

@@ -22,22 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from proof import read_profile_ops, share_on  # copied beside this script: ortdist/smoke/proof.py
-
-
-def compare(got: Any, want: Any, atol: float, rtol: float) -> tuple[bool, float]:
-    import numpy as np
-
-    if got.shape != want.shape:
-        return False, float("inf")
-    if want.dtype.kind in "fc":
-        g, w = got.astype(np.float64), want.astype(np.float64)
-        if not np.array_equal(np.isnan(g), np.isnan(w)):
-            return False, float("nan")
-        diff = np.abs(np.nan_to_num(g) - np.nan_to_num(w))
-        return bool(np.all(diff <= atol + rtol * np.abs(np.nan_to_num(w)))), float(diff.max()) if diff.size else 0.0
-    equal = bool(np.array_equal(got, want))
-    return equal, 0.0 if equal else float("inf")
+from proof import compare, read_profile_ops, share_on  # copied beside this script: ortdist/smoke/proof.py
 
 
 @contextlib.contextmanager
@@ -88,9 +73,9 @@ def run_case(ort: Any, case: dict[str, Any], profile_dir: str) -> dict[str, Any]
         for name, got in zip(names, outputs, strict=True):
             if name not in expected:
                 continue
-            good, err = compare(np.asarray(got), expected[name], case["atol"], case["rtol"])
-            errors[name] = err
-            ok = ok and good
+            result = compare(np.asarray(got), expected[name], case["atol"], case["rtol"])
+            errors[name] = result.max_abs_err
+            ok = ok and result.ok
         out["max_abs_err"] = max(errors.values()) if errors else 0.0
         out["outputs_ok"] = ok
         out["status"] = "ok"
