@@ -105,3 +105,53 @@ def test_patch_series_applies_to_the_pinned_source() -> None:
     proc = ortdist(project, "patches", "check", "1.21.0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 patch(es) apply cleanly" in proc.stdout
+
+
+def test_smoke_suite_passes_with_parity_to_the_official_wheel(
+    built: tuple[Path, dict[str, Any], str], tmp_path: Path
+) -> None:
+    """Our wheel in the clean root, against PyPI's cp313 wheel as the node-test baseline."""
+    from ortdist.paths import Cache
+    from ortdist.smoke.run_suite import smoke_wheel
+    from ortdist.toolchains import load_toolchain, make_toolchain
+
+    project = Path(__file__).resolve().parents[2]
+    official_dir = tmp_path / "official"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.13",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "onnxruntime==1.21.0",
+            "-d",
+            str(official_dir),
+        ],
+        check=True,
+    )
+    (official,) = official_dir.glob("*.whl")
+    toolchain = make_toolchain(load_toolchain(project, "debian-trixie"))
+    base_report, _ = smoke_wheel(official, tmp_path / "base", Cache.default(), toolchain)
+    assert base_report["passed"]
+    out, manifest, _ = built
+    wheel = out / next(a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel")
+    report, verdicts = smoke_wheel(
+        wheel, tmp_path / "ours", Cache.default(), toolchain, baseline=base_report["node_test_outcomes"]
+    )
+    assert report["passed"], [v.message for v in verdicts if not v.passed]
+    from ortdist.smoke.env import host_glibc, host_python
+
+    host_fits = host_glibc() >= (2, 39) and host_python("3.13") is not None
+    assert report["environment"]["kind"] == ("host" if host_fits else "root")
+    assert report["claims_from"] == "build record"
+    assert report["regressions"] == {"CPUExecutionProvider": []}
+    ours = report["node_tests"]["CPUExecutionProvider"]
+    theirs = base_report["node_tests"]["CPUExecutionProvider"]
+    assert ours["passed"] >= theirs["passed"]
