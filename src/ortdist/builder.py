@@ -197,7 +197,14 @@ class Builder:
         self.results["patches"] = [{"name": p.name, "sha256": p.sha256} for p in plan.patches]
 
     def step_configure(self) -> None:
+        identity = self.build_dir / ".ortdist-tree"
+        if self.build_dir.exists() and (
+            not identity.is_file() or identity.read_text().strip() != self.plan.tree_identity()
+        ):
+            print("ortdist: source or toolchain changed: starting a fresh build tree", file=sys.stderr)
+            remove_tree(self.build_dir)
         self.build_dir.mkdir(parents=True, exist_ok=True)
+        identity.write_text(self.plan.tree_identity() + "\n")
         self.work_dir.mkdir(parents=True, exist_ok=True)
         stamp = self.build_dir / ".ortdist-configure"
         digest = self.plan.configure_digest()

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from . import __version__, registry, sources
-from .builder import Builder
+from .builder import Builder, build_lock
 from .errors import OrtdistError, PatchError
 from .fsutil import atomic_write_text
 from .patches import Patch, apply_series, read_series
@@ -19,7 +19,7 @@ from .plan import BuildPlan, make_plan
 from .progress import format_duration
 from .recipe import Recipe, load_recipe
 from .recipe.schema import recipe_schema_text
-from .toolchains import load_toolchain, make_toolchain
+from .toolchains import Toolchain, load_toolchain, make_toolchain
 from .toolchains.debian_sysroot import require_host_tools
 
 SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
@@ -81,12 +81,19 @@ def cmd_patches_check(args: argparse.Namespace) -> int:
         if args.series
         else sorted(p for p in (project / "patches").iterdir() if (p / "series").is_file())
     )
-    failures = 0
+    if args.series and not (project / "patches" / args.series / "series").is_file():
+        known = sorted(p.name for p in (project / "patches").iterdir() if (p / "series").is_file())
+        raise PatchError(
+            f"no patch series {args.series!r}", where=str(project / "patches"), fix=f"known series: {', '.join(known)}"
+        )
+    failures = checked = 0
     for directory in series_dirs:
         version = registry.ort_versions().get(directory.name)
         if version is None:
             print(f"{directory.name}: no pinned source for this version; skipped")
+            failures += bool(args.series)
             continue
+        checked += 1
         patches = read_series(directory)
         require_host_tools("patch")
         archive = sources.fetch(sources.debian_orig(version.source), cache.downloads)
@@ -100,7 +107,7 @@ def cmd_patches_check(args: argparse.Namespace) -> int:
                 print(f"FAIL {directory.name}: {exc}")
                 continue
         print(f"ok   {directory.name}: {len(patches)} patch(es) apply cleanly to {version.source.orig_tarball}")
-    return 1 if failures else 0
+    return 1 if failures or not checked else 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -131,14 +138,19 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_smoke(args: argparse.Namespace) -> int:
     """Smoke-test wheels; a foreign wheel given alongside ours is the baseline for node-test parity."""
-    from .smoke.report import table
-    from .smoke.run_suite import smoke_wheel
-    from .smoke.wheelinfo import read_wheel
-
     project = project_root()
     cache = Cache.default()
     toolchain = make_toolchain(load_toolchain(project, args.toolchain))
     wheels = [Path(w) for w in args.wheels]
+    with build_lock(cache):  # shares the cache (clean root, wheelhouse) with builds
+        return _smoke(args, project, cache, toolchain, wheels)
+
+
+def _smoke(args: argparse.Namespace, project: Path, cache: Cache, toolchain: Toolchain, wheels: list[Path]) -> int:
+    from .smoke.report import table
+    from .smoke.run_suite import smoke_wheel
+    from .smoke.wheelinfo import read_wheel
+
     infos = {w: read_wheel(w) for w in wheels}
     ordered = sorted(wheels, key=lambda w: infos[w].record is not None)  # foreign (baseline) wheels first
     baseline: dict[str, dict[str, bool]] | None = None

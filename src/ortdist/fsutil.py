@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from .errors import OrtdistError
+
 
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
@@ -28,10 +30,27 @@ def sha256_text(*parts: str) -> str:
     return digest.hexdigest()
 
 
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or below ``path`` (deleting through a bind mount deletes the host's files)."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    prefix = str(path.resolve())
+    points = [line.split()[1].encode().decode("unicode_escape") for line in lines if len(line.split()) > 1]
+    return [p for p in points if p == prefix or p.startswith(prefix + "/")]
+
+
 def remove_tree(path: Path) -> None:
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.exists():
+        mounted = mounts_under(path)
+        if mounted:
+            raise OrtdistError(
+                f"refusing to delete {path}: {mounted[0]} is mounted below it",
+                fix=f"unmount it first: umount -R {mounted[0]}",
+            )
         shutil.rmtree(path)
 
 

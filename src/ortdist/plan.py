@@ -65,6 +65,12 @@ class BuildPlan:
         """Changes whenever the configure command would change: a reason to re-run CMake."""
         return sha256_text(*self.configure_argv())
 
+    def tree_identity(self) -> str:
+        """What the objects in a build tree were compiled from: patched source and sysroot. When it
+        changes the tree is discarded (mtimes cannot be trusted across source trees; ccache keeps
+        the rebuild cheap)."""
+        return sha256_text(self.version.version, self.source_key, self.toolchain.digest)
+
     def summary(self) -> dict[str, Any]:
         return {
             "recipe": self.recipe.name,

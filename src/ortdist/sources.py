@@ -12,6 +12,7 @@ import re
 import shutil
 import sys
 import tarfile
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -101,7 +102,10 @@ def fetch(pin: Pinned, downloads: Path) -> Path:
             return final
         except SourceError:
             final.unlink()  # a stale or corrupt cache entry: fetch again, verify again
-    part = final.with_name(final.name + ".part")
+    # A unique temp file: two ortdist processes fetching the same file cannot interleave writes.
+    fd, part_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=downloads)
+    os.close(fd)
+    part = Path(part_name)
     print(f"ortdist: fetching {pin.url}", file=sys.stderr)
     try:
         with urllib.request.urlopen(pin.url, timeout=120) as resp, part.open("wb") as out:

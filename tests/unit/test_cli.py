@@ -37,3 +37,11 @@ def test_providers_lists_the_registry(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["providers"]) == 0
     out = capsys.readouterr().out
     assert "XnnpackExecutionProvider" in out and "CPUExecutionProvider" in out
+
+
+def test_patches_check_of_an_unknown_series_fails(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(project)
+    assert main(["patches", "check", "1.21"]) == 5
+    assert "no patch series '1.21'" in capsys.readouterr().err

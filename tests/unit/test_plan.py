@@ -121,3 +121,18 @@ def test_summary_is_json_ready(project: Path, recipe_from: Callable[..., Recipe]
 
     summary = plan_of(project, recipe_from("")).summary()
     assert json.loads(json.dumps(summary))["cmake_configure"][0] == "cmake"
+
+
+def test_tree_identity_follows_source_patches_and_toolchain(
+    project: Path, recipe_from: Callable[..., Recipe], tmp_path: Path
+) -> None:
+    import shutil
+
+    base = plan_of(project, recipe_from(""))
+    assert plan_of(project, recipe_from('[cmake_defines]\nFOO = "1"\n')).tree_identity() == base.tree_identity()
+    assert plan_of(project, recipe_from(""), patches=base.patches[:1]).tree_identity() != base.tree_identity()
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    toml = tmp_path / "toolchains" / "debian-trixie.toml"
+    toml.write_text(toml.read_text().replace('"file",', '"file", "zstd",'))
+    other = make_plan(recipe_from(""), load_toolchain(tmp_path, "debian-trixie"), base.patches)
+    assert other.tree_identity() != base.tree_identity()

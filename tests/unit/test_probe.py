@@ -66,3 +66,30 @@ def test_node_placement_from_profile_events() -> None:
     assert placement == {"conv1": "XnnpackExecutionProvider", "fc": "CPUExecutionProvider"}
     assert share_on(placement, "XnnpackExecutionProvider") == 0.5
     assert share_on({}, "CPUExecutionProvider") == 0.0
+
+
+def test_runner_fails_a_case_whose_expected_outputs_match_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from ortdist.smoke.models import reference_models
+
+    model = reference_models(["cnn"])[0]
+    (tmp_path / "m.onnx").write_bytes(model.model)
+    with (tmp_path / "d.npz").open("wb") as fh:
+        np.savez(fh, in_input=model.inputs["input"], out_not_an_output=model.expected["logits"])
+    case = {
+        "suite": "model",
+        "name": "cnn",
+        "model": str(tmp_path / "m.onnx"),
+        "data": str(tmp_path / "d.npz"),
+        "atol": 1e-4,
+        "rtol": 1e-4,
+        "provider": "CPUExecutionProvider",
+        "must_take": "all",
+    }
+    (tmp_path / "plan.json").write_text(json.dumps({"cases": [case]}))
+    shutil.copyfile(PACKAGE / "smoke" / "runner.py", tmp_path / "runner.py")
+    shutil.copyfile(PACKAGE / "smoke" / "proof.py", tmp_path / "proof.py")
+    subprocess.run([sys.executable, "runner.py", "plan.json", "result.json"], cwd=tmp_path, check=True)
+    (result,) = json.loads((tmp_path / "result.json").read_text())["cases"]
+    assert result["status"] == "error"
+    assert "expected outputs ['not_an_output'] do not match the model's outputs ['logits']" in result["error"]

@@ -122,3 +122,20 @@ def test_required_ops_must_land_on_the_ep() -> None:
     result = {"available_providers": ["CPUExecutionProvider", "XnnpackExecutionProvider"], "cases": [gemm_only]}
     failing = [v.message for v in judge(result, ["XnnpackExecutionProvider"], []) if not v.passed]
     assert failing == ["no Conv node ran on XnnpackExecutionProvider in any reference model"]
+
+
+def test_a_claimed_ep_with_nothing_to_run_still_fails_when_absent() -> None:
+    verdicts = judge({"available_providers": ["CPUExecutionProvider"], "cases": []}, ["AzureExecutionProvider"], [])
+    assert [v.message for v in verdicts if not v.passed] == [
+        "AzureExecutionProvider is claimed but get_available_providers() lists only ['CPUExecutionProvider']"
+    ]
+    present = judge({"available_providers": ["AzureExecutionProvider"], "cases": []}, ["AzureExecutionProvider"], [])
+    assert [(v.passed, v.skipped) for v in present] == [(True, True)]
+
+
+def test_a_wheel_path_that_does_not_exist_is_a_clear_error(tmp_path: Path) -> None:
+    from ortdist.errors import PackageError
+    from ortdist.smoke.wheelinfo import read_wheel
+
+    with pytest.raises(PackageError, match="cannot read the wheel"):
+        read_wheel(tmp_path / "onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl")

@@ -130,7 +130,9 @@ def smoke_wheel(
         },
         "node_test_outcomes": node,
         "regressions": regressed,
-        "node_tests_skipped_by_converter": len(node_tests.convert(cache.root / "smoke" / NODE_TESTS_DIR)),
+        "node_tests_skipped_by_converter": (
+            len(node_tests.convert(cache.root / "smoke" / NODE_TESTS_DIR)) if with_node_tests else 0
+        ),
     }
     write_reports(out_dir, report, verdicts, node, regressed)
     if code not in (0, 1):

@@ -70,6 +70,9 @@ def run_case(ort: Any, case: dict[str, Any], profile_dir: str) -> dict[str, Any]
         out["ops"] = ops
         out["share"] = share_on(placement, case["provider"])
         errors, ok = {}, True
+        unmatched = sorted(set(expected) - set(names))
+        if unmatched or not expected:
+            raise ValueError(f"expected outputs {unmatched or '(none)'} do not match the model's outputs {names}")
         for name, got in zip(names, outputs, strict=True):
             if name not in expected:
                 continue

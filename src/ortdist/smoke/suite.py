@@ -186,7 +186,7 @@ def judge(result: dict[str, Any], claimed: list[str], unknown: list[str]) -> lis
                         "ops", provider, f"no {', '.join(lacking)} node ran on {provider} in any reference model"
                     )
                 )
-        if exp and not exp.models and not exp.node_tests:
+        if exp and not exp.models and not exp.node_tests and provider in result.get("available_providers", []):
             verdicts.append(Verdict("model", "-", provider, True, True, f"skipped: {exp.note}", 0.0, 0.0, 0.0))
     for provider in unknown:
         verdicts.append(
@@ -194,7 +194,7 @@ def judge(result: dict[str, Any], claimed: list[str], unknown: list[str]) -> lis
         )
     available = result.get("available_providers", [])
     for provider in claimed:
-        if provider not in available and not any(v.provider == provider for v in verdicts):
+        if provider not in available and not any(v.provider == provider and not v.passed for v in verdicts):
             verdicts.append(
                 Verdict.failure(
                     "*", provider, f"{provider} is claimed but get_available_providers() lists only {available}"

@@ -63,6 +63,12 @@ def read_wheel(path: Path) -> WheelInfo:
             meta = Parser().parsestr(zf.read(meta_name).decode("utf-8"))
             record_name = "onnxruntime/ortdist_build.json"
             record = json.loads(zf.read(record_name)) if record_name in names else None
+    except OSError as exc:
+        raise PackageError(
+            f"cannot read the wheel: {exc.strerror or exc}",
+            where=str(path),
+            fix="check the path (a glob that matched nothing stays literal in the shell)",
+        ) from exc
     except zipfile.BadZipFile as exc:
         raise PackageError(
             f"not a zip archive: {exc}", where=str(path), fix="re-download or rebuild the wheel"

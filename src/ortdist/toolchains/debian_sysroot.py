@@ -114,7 +114,20 @@ class DebianSysroot:
     # --- creating roots ----------------------------------------------------------------------
     def _bootstrap(self, tmp: Path, packages: Sequence[str], log: TextIO) -> None:
         run.call(
-            ["debootstrap", f"--variant={self.spec.variant}", self.spec.suite, str(tmp), self.spec.mirror],
+            # A private mount namespace: the proc/sys mounts debootstrap makes in the target die with
+            # it, even when it is killed, so the half-made root can always be deleted.
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "debootstrap",
+                f"--variant={self.spec.variant}",
+                self.spec.suite,
+                str(tmp),
+                self.spec.mirror,
+            ],
             log=log,
             error=ToolchainError,
             what="debootstrap",
