@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,3 +35,31 @@ def recipe_from(write_recipe: Callable[..., Path]) -> Callable[..., Recipe]:
         return load_recipe(write_recipe(body, name))
 
     return load
+
+
+def _download_official_wheel(dest: Path, python: str | None = None) -> Path:
+    """PyPI's onnxruntime 1.21.0 wheel (the control) for ``python`` (default: the running one)."""
+    target = ["--python-version", python, "--platform", "manylinux_2_28_x86_64"] if python else []
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            *target,
+            "onnxruntime==1.21.0",
+            "-d",
+            str(dest),
+        ],
+        check=True,
+    )
+    (wheel,) = dest.glob("onnxruntime-1.21.0-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def download_official_wheel() -> Callable[..., Path]:
+    return _download_official_wheel

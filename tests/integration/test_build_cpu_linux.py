@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,7 @@ def test_patch_series_applies_to_the_pinned_source() -> None:
 
 
 def test_smoke_suite_passes_with_parity_to_the_official_wheel(
-    built: tuple[Path, dict[str, Any], str], tmp_path: Path
+    built: tuple[Path, dict[str, Any], str], tmp_path: Path, download_official_wheel: Callable[..., Path]
 ) -> None:
     """Our wheel in the clean root, against PyPI's cp313 wheel as the node-test baseline."""
     from ortdist.paths import Cache
@@ -116,27 +117,7 @@ def test_smoke_suite_passes_with_parity_to_the_official_wheel(
     from ortdist.toolchains import load_toolchain, make_toolchain
 
     project = Path(__file__).resolve().parents[2]
-    official_dir = tmp_path / "official"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--python-version",
-            "3.13",
-            "--platform",
-            "manylinux_2_28_x86_64",
-            "onnxruntime==1.21.0",
-            "-d",
-            str(official_dir),
-        ],
-        check=True,
-    )
-    (official,) = official_dir.glob("*.whl")
+    official = download_official_wheel(tmp_path / "official", python="3.13")
     toolchain = make_toolchain(load_toolchain(project, "debian-trixie"))
     base_report, _ = smoke_wheel(official, tmp_path / "base", Cache.default(), toolchain)
     assert base_report["passed"]

@@ -4,9 +4,8 @@ root), and against doctored copies of it: the suite must pass the real thing and
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,25 +19,8 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def official(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("official")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "onnxruntime==1.21.0",
-            "-d",
-            str(dest),
-        ],
-        check=True,
-    )
-    (wheel,) = dest.glob("onnxruntime-1.21.0-*.whl")
-    return wheel
+def official(tmp_path_factory: pytest.TempPathFactory, download_official_wheel: Callable[..., Path]) -> Path:
+    return download_official_wheel(tmp_path_factory.mktemp("official"))
 
 
 @pytest.fixture(scope="module")
