@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from . import __version__, run, sources
 from .checks.model import write_check_files
 from .errors import BuildError, CheckError, PackageError
-from .fsutil import remove_tree, sha256_file
+from .fsutil import atomic_file, remove_tree, sha256_file
 from .manifest import Artifact, publish
 from .patches import prepare_tree
 from .paths import (
@@ -470,9 +470,8 @@ def parse_ccache_stats(text: str) -> dict[str, int]:
 
 def deterministic_tarball(tree: Path, archive: Path, top: str, mtime: int) -> None:
     """A .tar.gz whose bytes depend only on the files: sorted, fixed owner, fixed times."""
-    tmp = archive.with_name(archive.name + ".part")
     with (
-        tmp.open("wb") as raw,
+        atomic_file(archive) as raw,
         gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
@@ -486,4 +485,3 @@ def deterministic_tarball(tree: Path, archive: Path, top: str, mtime: int) -> No
                     tar.addfile(info, fh)
             else:
                 tar.addfile(info)
-    tmp.rename(archive)

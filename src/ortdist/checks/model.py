@@ -58,9 +58,6 @@ def build_model() -> tuple[bytes, Arrays, Arrays]:
 
 
 def write_check_files(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    model, inputs, expected = build_model()
-    (directory / "model.onnx").write_bytes(model)
-    arrays = {f"in_{k}": v for k, v in inputs.items()} | {f"out_{k}": v for k, v in expected.items()}
-    with (directory / "data.npz").open("wb") as fh:
-        np.savez(fh, **arrays)  # type: ignore[arg-type]  # numpy's stub confuses **arrays with allow_pickle
+    from ..smoke.models import save_case
+
+    save_case(directory, *build_model())

@@ -7,8 +7,10 @@ the semantics the graph encodes, because onnx 1.17's evaluator is unreliable on 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,15 @@ class ReferenceModel:
         import onnx
 
         return sorted({n.op_type for n in onnx.load_from_string(self.model).graph.node})
+
+
+def save_case(directory: Path, model: bytes, inputs: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
+    """The on-disk layout the in-environment scripts read: model.onnx + data.npz with in_*/out_* arrays."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "model.onnx").write_bytes(model)
+    arrays = {f"in_{k}": v for k, v in inputs.items()} | {f"out_{k}": v for k, v in expected.items()}
+    with (directory / "data.npz").open("wb") as fh:
+        np.savez(fh, **arrays)
 
 
 def _rng(name: str) -> np.random.Generator:
@@ -334,6 +345,7 @@ class Tolerance:
     rtol: float
 
 
+@functools.cache
 def tolerances() -> dict[str, Tolerance]:
     import tomllib
     from importlib import resources

@@ -15,7 +15,7 @@ from ..fsutil import remove_tree
 from ..paths import Cache
 from ..toolchains import Toolchain
 from . import env, node_tests
-from .models import reference_models, tolerances
+from .models import reference_models, save_case, tolerances
 from .report import write_reports
 from .suite import ModelFiles, Verdict, judge, node_test_outcomes, plan_cases, regressions
 from .wheelinfo import read_wheel
@@ -27,14 +27,7 @@ def _write_models(workdir: Path, visible: Path) -> list[ModelFiles]:
     tol = tolerances()
     files: list[ModelFiles] = []
     for m in reference_models():
-        d = workdir / "models" / m.name
-        d.mkdir(parents=True)
-        (d / "model.onnx").write_bytes(m.model)
-        arrays = {f"in_{k}": v for k, v in m.inputs.items()} | {f"out_{k}": v for k, v in m.expected.items()}
-        import numpy as np
-
-        with (d / "data.npz").open("wb") as fh:
-            np.savez(fh, **arrays)  # type: ignore[arg-type]
+        save_case(workdir / "models" / m.name, m.model, m.inputs, m.expected)
         seen = visible / "models" / m.name
         files.append(
             ModelFiles(
@@ -44,11 +37,12 @@ def _write_models(workdir: Path, visible: Path) -> list[ModelFiles]:
     return files
 
 
-def _node_files(cache: Cache, workdir: Path, visible: Path) -> list[ModelFiles]:
+def _node_files(cache: Cache, workdir: Path, visible: Path) -> tuple[list[ModelFiles], int]:
+    """The node tests as runner files, and how many the converter had to skip."""
     source = cache.root / "smoke" / NODE_TESTS_DIR
-    node_tests.convert(source)
+    skipped = len(node_tests.convert(source))
     shutil.copytree(source, workdir / "node")
-    return [
+    files = [
         ModelFiles(
             "node",
             d.name,
@@ -60,6 +54,7 @@ def _node_files(cache: Cache, workdir: Path, visible: Path) -> list[ModelFiles]:
         for d in sorted((workdir / "node").iterdir())
         if d.is_dir()
     ]
+    return files, skipped
 
 
 def smoke_wheel(
@@ -81,7 +76,8 @@ def smoke_wheel(
     remove_tree(workdir)
     workdir.mkdir(parents=True)
     visible = workdir if choice.kind == "host" else env.IN_ROOT_SMOKE
-    files = _write_models(workdir, visible) + (_node_files(cache, workdir, visible) if with_node_tests else [])
+    node_files, node_skipped = _node_files(cache, workdir, visible) if with_node_tests else ([], 0)
+    files = _write_models(workdir, visible) + node_files
     claimed = info.claimed_providers
     # A foreign wheel claims whatever it reports available: try every EP the registry knows.
     candidates = claimed if claimed is not None else [ep.provider for ep in registry.providers().values()]
@@ -130,9 +126,7 @@ def smoke_wheel(
         },
         "node_test_outcomes": node,
         "regressions": regressed,
-        "node_tests_skipped_by_converter": (
-            len(node_tests.convert(cache.root / "smoke" / NODE_TESTS_DIR)) if with_node_tests else 0
-        ),
+        "node_tests_skipped_by_converter": node_skipped,
     }
     write_reports(out_dir, report, verdicts, node, regressed)
     if code not in (0, 1):

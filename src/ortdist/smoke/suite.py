@@ -5,6 +5,7 @@ Facts about what each EP must prove live in ``data/smoke.toml``; nothing here na
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ class Expectation:
     note: str = ""
 
 
+@functools.cache
 def expectations() -> dict[str, Expectation]:
     """Per-provider expectations keyed by provider class name, checked against the EP registry."""
     text = resources.files("ortdist.data").joinpath("smoke.toml").read_text(encoding="utf-8")
