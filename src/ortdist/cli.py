@@ -159,7 +159,8 @@ def _smoke(args: argparse.Namespace, project: Path, cache: Cache, toolchain: Too
     for wheel in ordered:
         record = infos[wheel].record
         out_dir = project / "dist" / (record["recipe"] if record else "smoke") / ("smoke" if record else "")
-        report, verdicts = smoke_wheel(wheel, out_dir, cache, toolchain, baseline if record else None)
+        latency = {"runs": args.latency, "warmup": args.warmup, "threads": args.threads} if args.latency else None
+        report, verdicts = smoke_wheel(wheel, out_dir, cache, toolchain, baseline if record else None, latency=latency)
         if record is None and baseline is None:
             baseline = report["node_test_outcomes"]
         rows += [(wheel.name, v) for v in verdicts]
@@ -216,6 +217,11 @@ def parser() -> argparse.ArgumentParser:
     sm = sub.add_parser("smoke", help="prove wheels run reference models on every EP they claim")
     sm.add_argument("wheels", nargs="+", help="wheel files (ours or foreign, e.g. PyPI's onnxruntime)")
     sm.add_argument("--toolchain", default="debian-trixie", help="whose clean root runs wheels the host cannot")
+    sm.add_argument(
+        "--latency", type=int, default=0, metavar="RUNS", help="also time each model case: median of RUNS runs"
+    )
+    sm.add_argument("--warmup", type=int, default=10, help="discarded runs before timing (with --latency)")
+    sm.add_argument("--threads", type=int, default=1, help="intra-op threads while timing (with --latency)")
     sm.set_defaults(func=cmd_smoke)
 
     pr = sub.add_parser("providers", help="list the execution-provider registry")

@@ -132,6 +132,14 @@ def make_plan(recipe: Recipe, toolchain: ToolchainSpec, patches: tuple[Patch, ..
             where=f"recipe {recipe.name} key 'linkage'",
             fix='use linkage = "shared" for now',
         )
+    missing = [ep.name for ep in providers if not toolchain.provides(ep.name)]
+    if missing:
+        raise RecipeError(
+            f"toolchain {toolchain.name!r} has no libraries for execution provider(s) {', '.join(missing)}",
+            where=f"recipe {recipe.name} key 'execution_providers'",
+            fix=f"{toolchain.name} provides: {', '.join(['cpu', *toolchain.ep_packages])}; "
+            "or pick a toolchain that provides the EP",
+        )
     python = recipe.wheel.python if recipe.wheel.enabled else ()
     unsupported = [v for v in python if v not in toolchain.python]
     if unsupported:
@@ -156,6 +164,8 @@ def make_plan(recipe: Recipe, toolchain: ToolchainSpec, patches: tuple[Patch, ..
         defines[key] = value.replace("{shims}", str(IN_ROOT_SHIMS))
     for ep in providers:
         defines.update(ep.cmake)
+        for key, value in toolchain.ep_cmake.get(ep.name, {}).items():
+            defines[key] = value.replace("{shims}", str(IN_ROOT_SHIMS))
     defines.update(recipe.cmake_defines)
 
     steps = ["toolchain", "source", "configure", "build"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +38,8 @@ def test_cpu_linux_plan(project: Path) -> None:
     assert [p.name for p in plan.patches] == [
         "0001-eigen-3.4.0-nan-propagating-min-max.patch",
         "0002-python-datasets-without-sample-models.patch",
+        "0003-dnnl-use-installed-onednn.patch",
+        "0004-dnnl-layernorm-keeps-its-input.patch",
     ]
     argv = plan.configure_argv()
     assert argv[:7] == ["cmake", "-G", "Ninja", "-S", "/ortdist/source/cmake", "-B", "/ortdist/build"]
@@ -50,12 +53,37 @@ def test_ep_switches_and_distribution_come_from_the_registry(project: Path, reci
     assert plan.cmake_defines["onnxruntime_USE_DNNL"] == "ON"
     assert [ep.name for ep in plan.providers] == ["cpu", "dnnl", "xnnpack"]  # registry order
     assert plan.distribution == "onnxruntime-dnnl-xnnpack"
+    # The toolchain's per-EP defines come along only with their EP.
+    assert plan.cmake_defines["googlexnnpack_DIR"] == "/ortdist/shims/xnnpack"
+    assert plan.cmake_defines["dnnl_DIR"] == "/usr/lib/x86_64-linux-gnu/cmake/dnnl"
+
+
+def test_ep_recipes_plan_their_ep_alone(project: Path) -> None:
+    for name, ep, define, dist in (
+        ("xnnpack-linux", "xnnpack", "pthreadpool_DIR", "onnxruntime-xnnpack"),
+        ("dnnl-linux", "dnnl", "dnnl_DIR", "onnxruntime-dnnl"),
+    ):
+        plan = plan_of(project, load_recipe(project / "recipes" / f"{name}.toml"))
+        assert [p.name for p in plan.providers] == ["cpu", ep]
+        assert define in plan.cmake_defines
+        assert plan.distribution == dist
+        other = {"xnnpack": "dnnl_DIR", "dnnl": "googlexnnpack_DIR"}[ep]
+        assert other not in plan.cmake_defines
+
+
+def test_an_ep_the_toolchain_cannot_provide_is_refused(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    with pytest.raises(RecipeError, match="has no libraries for execution provider") as err:
+        plan_of(project, recipe_from('execution_providers = ["openvino"]\n'))
+    assert "debian-trixie provides: cpu, xnnpack, dnnl" in str(err.value.fix)
 
 
 def test_cuda_and_tensorrt_share_one_suffix_and_exclude_vendor_libs(
     project: Path, recipe_from: Callable[..., Recipe]
 ) -> None:
-    plan = plan_of(project, recipe_from('execution_providers = ["cuda", "tensorrt"]\n'))
+    recipe = recipe_from('execution_providers = ["cuda", "tensorrt"]\n')
+    trixie = load_toolchain(project, recipe.toolchain)
+    gpu_toolchain = dataclasses.replace(trixie, ep_packages={"cuda": ("cuda-toolkit",), "tensorrt": ("tensorrt",)})
+    plan = make_plan(recipe, gpu_toolchain, read_series(project / "patches" / "1.21.0"))
     assert plan.distribution == "onnxruntime-gpu"
     assert "libcudart.so.*" in plan.repair_excludes
     assert "libnvinfer.so.*" in plan.repair_excludes

@@ -7,7 +7,7 @@ import pytest
 
 from ortdist.errors import CheckError
 from ortdist.smoke.env import choose
-from ortdist.smoke.suite import ModelFiles, expectations, judge, judge_case, plan_cases, regressions
+from ortdist.smoke.suite import ModelFiles, expectations, judge, judge_case, missing_ops, plan_cases, regressions
 from ortdist.smoke.wheelinfo import WheelInfo, glibc_floor
 
 FILES = [
@@ -115,11 +115,14 @@ def test_missing_provider_library_is_named() -> None:
 
 
 def test_required_ops_must_land_on_the_ep() -> None:
-    on_ep = case(ops={"conv1": "Conv", "fc": "Gemm"})
+    required = expectations()["XnnpackExecutionProvider"].ops
+    assert "Conv" in required
+    every = {f"n{i}": op for i, op in enumerate(required)}
+    on_ep = case(ops=every, placement=dict.fromkeys(every, "XnnpackExecutionProvider"))
     result = {"available_providers": ["CPUExecutionProvider", "XnnpackExecutionProvider"], "cases": [on_ep]}
     assert all(v.passed for v in judge(result, ["XnnpackExecutionProvider"], []))
-    gemm_only = case(ops={"conv1": "Gemm", "fc": "Conv"})  # the Conv node stayed on the CPU
-    result = {"available_providers": ["CPUExecutionProvider", "XnnpackExecutionProvider"], "cases": [gemm_only]}
+    conv_off = {n: ("CPUExecutionProvider" if op == "Conv" else "XnnpackExecutionProvider") for n, op in every.items()}
+    result["cases"] = [case(ops=every, placement=conv_off)]  # the Conv node stayed on the CPU
     failing = [v.message for v in judge(result, ["XnnpackExecutionProvider"], []) if not v.passed]
     assert failing == ["no Conv node ran on XnnpackExecutionProvider in any reference model"]
 
@@ -139,3 +142,44 @@ def test_a_wheel_path_that_does_not_exist_is_a_clear_error(tmp_path: Path) -> No
 
     with pytest.raises(PackageError, match="cannot read the wheel"):
         read_wheel(tmp_path / "onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl")
+
+
+def test_latency_travels_from_case_to_table() -> None:
+    from ortdist.smoke.report import table
+
+    timed = judge_case(case(latency_ms=1.23456))
+    untimed = judge_case(case())
+    assert timed.latency_ms == pytest.approx(1.23456) and untimed.latency_ms is None
+    lines = table([("w.whl", timed), ("w.whl", untimed)]).splitlines()
+    assert "median ms" in lines[0]
+    assert "1.235" in lines[1] and " - " in lines[2]
+
+
+def test_a_compiling_ep_is_credited_with_the_nodes_its_partitions_absorbed() -> None:
+    from ortdist.smoke.proof import absorbed_nodes
+
+    model = {"conv1": "Conv", "relu1": "Relu", "fc": "Gemm", "flatten": "Flatten"}
+    # Optimizations off: the EP's compiled nodes replace conv1/relu1/fc; flatten stayed on the CPU.
+    plain = {"Dnnl_DNNL_123_0": "DnnlExecutionProvider", "flatten": "CPUExecutionProvider"}
+    assert absorbed_nodes(plain, model, "DnnlExecutionProvider") == {"conv1": "Conv", "relu1": "Relu", "fc": "Gemm"}
+    # A kernel EP keeps node names (NHWC conversion adds a _token_<n> suffix): nothing is absorbed.
+    kernels = {
+        "conv1_token_3": "XnnpackExecutionProvider",
+        "relu1": "XnnpackExecutionProvider",
+        "fc": "CPUExecutionProvider",
+        "flatten": "CPUExecutionProvider",
+    }
+    assert absorbed_nodes(kernels, model, "XnnpackExecutionProvider") == {}
+    # XNNPACK fusing Conv+Relu into one node of its own: both count as taken, Gemm stays off.
+    fused = {"XnnpackExecutionProvider_Conv_0": "XnnpackExecutionProvider", "fc": "CPUExecutionProvider"}
+    fused |= {"flatten_token_9": "CPUExecutionProvider"}
+    assert absorbed_nodes(fused, model, "XnnpackExecutionProvider") == {"conv1": "Conv", "relu1": "Relu"}
+    # Required ops count absorbed nodes, and only for the EP that absorbed them.
+    dnnl = case(
+        provider="DnnlExecutionProvider",
+        placement={"Dnnl_DNNL_123_0": "DnnlExecutionProvider", "flatten": "CPUExecutionProvider"},
+        ops={"Dnnl_DNNL_123_0": "DNNL_123_0", "flatten": "Flatten"},
+        absorbed={"conv1": "Conv", "fc": "Gemm"},
+    )
+    assert missing_ops([dnnl], "DnnlExecutionProvider", ("Conv", "MatMul")) == ["MatMul"]
+    assert missing_ops([dnnl], "XnnpackExecutionProvider", ("Conv",)) == ["Conv"]

@@ -3,6 +3,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
+from ortdist.errors import RecipeError
 from ortdist.paths import Cache
 from ortdist.toolchains import Bind, load_toolchain, make_toolchain
 from ortdist.toolchains.debian_sysroot import DebianSysroot
@@ -18,17 +21,30 @@ def test_debian_trixie_spec(project: Path) -> None:
     assert spec.cmake["Protobuf_DIR"] == "{shims}/protobuf"
 
 
-def test_digest_follows_spec_and_shims(project: Path, tmp_path: Path) -> None:
+def test_digest_follows_spec_and_shims_but_the_root_only_its_packages(project: Path, tmp_path: Path) -> None:
     shutil.copytree(project / "toolchains", tmp_path / "toolchains")
-    before = load_toolchain(tmp_path, "debian-trixie").digest
+    before = load_toolchain(tmp_path, "debian-trixie")
     shim = tmp_path / "toolchains" / "debian-trixie" / "cmake-shims" / "re2" / "re2Config.cmake"
     shim.write_text(shim.read_text() + "# changed\n")
-    after = load_toolchain(tmp_path, "debian-trixie").digest
-    assert before != after
+    spec_file = tmp_path / "toolchains" / "debian-trixie.toml"
+    spec_file.write_text(spec_file.read_text() + "\n# a comment\n")
+    after = load_toolchain(tmp_path, "debian-trixie")
+    assert before.digest != after.digest  # build trees are discarded
+    assert before.root_digest == after.root_digest  # the 1 GB sysroot is kept
     cache = Cache(tmp_path / "cache")
-    tc = DebianSysroot(load_toolchain(tmp_path, "debian-trixie"))
-    assert tc.build_root_path(cache).name == f"debian-trixie-{after[:12]}"
+    tc = DebianSysroot(after)
+    assert tc.build_root_path(cache).name == f"debian-trixie-{after.root_digest[:12]}"
     assert tc.clean_root_path(cache) != tc.build_root_path(cache)
+    spec_file.write_text(spec_file.read_text().replace('"ccache",', '"ccache", "less",'))
+    assert load_toolchain(tmp_path, "debian-trixie").root_digest != before.root_digest
+
+
+def test_ep_cmake_needs_ep_packages(project: Path, tmp_path: Path) -> None:
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    spec_file = tmp_path / "toolchains" / "debian-trixie.toml"
+    spec_file.write_text(spec_file.read_text() + '\n[ep_cmake.cuda]\nCUDAToolkit_ROOT = "/usr"\n')
+    with pytest.raises(RecipeError, match=r"\[ep_cmake.cuda\] names an EP"):
+        load_toolchain(tmp_path, "debian-trixie")
 
 
 def test_wrap_runs_in_a_private_mount_namespace(project: Path) -> None:

@@ -4,8 +4,10 @@ library the wheel forgot to bundle shows up as an import error)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -73,8 +75,15 @@ def choose(
     )
 
 
+MAX_CRASHES = 25  # beyond this the wheel is broken, not a kernel or two
+
+
 def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, toolchain: Toolchain, log: TextIO) -> int:
-    """Fresh venv, install the wheel (+ its requirements from a local wheelhouse), run the runner."""
+    """Fresh venv, install the wheel (+ its requirements from a local wheelhouse), run the runner.
+
+    A case that crashes the interpreter (a native kernel raising SIGFPE, say) is recorded as a
+    failed case and the runner restarts after it, so one bad kernel cannot hide every other result.
+    """
     house = cache.wheelhouse(info.python)
     run.capture(
         pip_download_argv(house, info.python, list(info.requires)),
@@ -84,29 +93,65 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
     venv = workdir / "venv"
     remove_tree(venv)
     if choice.kind == "host":
-        env = {"PYTHONNOUSERSITE": "1"}
-        script = (
-            f"{choice.python} -m venv {venv} && "
-            f"{venv}/bin/pip install --quiet --no-index --find-links {house} {info.path} && "
-            f"cd {workdir} && {venv}/bin/python runner.py plan.json result.json"
-        )
-        log.write(f"+ {script}\n")
-        log.flush()
-        return subprocess.run(
-            ["/bin/sh", "-c", script], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}, check=False
-        ).returncode
-    with (cache.root / "smoke-root.log").open("w", encoding="utf-8") as root_log:
-        root = toolchain.ensure_clean_root(cache, root_log)
-    venv.mkdir(parents=True)
-    binds = [
-        Bind(info.path.parent.resolve(), IN_ROOT / "wheel", read_only=True),
-        Bind(house, IN_ROOT_WHEELHOUSE, read_only=True),
-        Bind(workdir, IN_ROOT_SMOKE),
-    ]
-    script = (
-        f"{choice.python} -m venv {IN_ROOT_SMOKE}/venv && "
-        f"{IN_ROOT_SMOKE}/venv/bin/pip install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
-        f"{IN_ROOT}/wheel/{info.path.name} && "
-        f"cd {IN_ROOT_SMOKE} && {IN_ROOT_SMOKE}/venv/bin/python runner.py plan.json result.json"
+        here, wheel_dir, house_seen = workdir, info.path.parent, house
+        env = {**os.environ, "PYTHONNOUSERSITE": "1"}
+
+        def shell(script: str) -> int:
+            log.write(f"+ {script}\n")
+            log.flush()
+            return subprocess.run(
+                ["/bin/sh", "-c", script], stdout=log, stderr=subprocess.STDOUT, env=env, check=False
+            ).returncode
+    else:
+        with (cache.root / "smoke-root.log").open("w", encoding="utf-8") as root_log:
+            root = toolchain.ensure_clean_root(cache, root_log)
+        venv.mkdir(parents=True)
+        here, wheel_dir, house_seen = IN_ROOT_SMOKE, IN_ROOT / "wheel", IN_ROOT_WHEELHOUSE
+        binds = [
+            Bind(info.path.parent.resolve(), wheel_dir, read_only=True),
+            Bind(house, IN_ROOT_WHEELHOUSE, read_only=True),
+            Bind(workdir, IN_ROOT_SMOKE),
+        ]
+
+        def shell(script: str) -> int:
+            return run.stream(
+                toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds), on_line=lambda _l: None, log=log
+            )
+
+    code = shell(
+        f"{choice.python} -m venv {here}/venv && "
+        f"{here}/venv/bin/pip install --quiet --no-index --find-links {house_seen} {wheel_dir}/{info.path.name}"
     )
-    return run.stream(toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds), on_line=lambda _l: None, log=log)
+    if code != 0:
+        return code
+    for _ in range(MAX_CRASHES + 1):
+        code = shell(f"cd {here} && {here}/venv/bin/python runner.py plan.json result.json")
+        if code in (0, 1) or not record_crash(workdir, code):
+            return code
+    return code
+
+
+def crash_signal(code: int) -> str:
+    """A shell reports death by signal N as 128+N; subprocess as -N."""
+    number = -code if code < 0 else code - 128
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"exit status {code}"
+
+
+def record_crash(workdir: Path, code: int) -> bool:
+    """Append the case the runner died in to its progress file as failed. False: not in a case."""
+    running = workdir / "running.txt"
+    if not running.is_file():
+        return False
+    index = int(running.read_text().strip())
+    running.unlink()
+    case = json.loads((workdir / "plan.json").read_text())["cases"][index]
+    crashed = {k: case[k] for k in ("suite", "name", "provider", "must_take")} | {
+        "status": "error",
+        "error": f"crashed: the interpreter died with {crash_signal(code)} in this case",
+    }
+    with (workdir / "progress.jsonl").open("a", encoding="utf-8") as progress:
+        progress.write(json.dumps({"index": index, "case": crashed}) + "\n")
+    return True

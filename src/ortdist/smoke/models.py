@@ -34,6 +34,13 @@ class ReferenceModel:
 
         return sorted({n.op_type for n in onnx.load_from_string(self.model).graph.node})
 
+    @property
+    def nodes(self) -> dict[str, str]:
+        """Top-level node name -> op type: what a compiling EP's fused nodes are checked against."""
+        import onnx
+
+        return {n.name: n.op_type for n in onnx.load_from_string(self.model).graph.node}
+
 
 def save_case(directory: Path, model: bytes, inputs: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
     """The on-disk layout the in-environment scripts read: model.onnx + data.npz with in_*/out_* arrays."""

@@ -8,6 +8,7 @@ wheel under test, so it needs only the standard library (and numpy, which onnxru
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,30 @@ def read_profile_ops(path: str | Path) -> tuple[dict[str, str], dict[str, str]]:
     """(node -> provider, node -> op type) from one profile file."""
     events = json.loads(Path(path).read_text(encoding="utf-8"))
     return node_placement(events), node_ops(events)
+
+
+def absorbed_nodes(placement: dict[str, str], model_nodes: dict[str, str], provider: str) -> dict[str, str]:
+    """Model nodes a compiling EP (oneDNN, TensorRT, CoreML...) took into its fused partitions.
+
+    Such an EP replaces the nodes it takes with a few compiled nodes of its own (``DNNL_<hash>_0``),
+    so the profile names no op types. ``placement`` must come from a run with graph optimizations
+    off: then the EP's fused nodes are the only nodes that replace others, and every model node
+    missing from the profile went into one of them. Empty when the EP compiled nothing.
+    """
+    compiled = [n for n, p in placement.items() if p == provider and model_node(n) not in model_nodes]
+    if not compiled:
+        return {}
+    present = {model_node(n) for n in placement}
+    return {name: op for name, op in model_nodes.items() if name not in present}
+
+
+_LAYOUT_TOKEN = re.compile(r"_token_\d+$")
+
+
+def model_node(profiled: str) -> str:
+    """The model node a profiled node stands for: ORT's NHWC layout transformation re-creates the
+    nodes it converts as ``<name>_token_<n>``."""
+    return _LAYOUT_TOKEN.sub("", profiled)
 
 
 def share_on(placement: dict[str, str], provider: str) -> float:

@@ -55,7 +55,7 @@ def write_reports(
 
 
 def table(rows: list[tuple[str, Verdict]]) -> str:
-    header = ("wheel", "EP", "model", "on EP", "max abs err", "time ms", "result")
+    header = ("wheel", "EP", "model", "on EP", "max abs err", "time ms", "median ms", "result")
     lines = [header]
     for wheel, v in rows:
         lines.append(
@@ -66,6 +66,7 @@ def table(rows: list[tuple[str, Verdict]]) -> str:
                 f"{v.share:.0%}",
                 f"{v.max_abs_err:.2g}",
                 f"{v.seconds * 1000:.2f}",
+                "-" if v.latency_ms is None else f"{v.latency_ms:.3f}",
                 ("SKIP: " + v.message.removeprefix("skipped: "))
                 if v.skipped
                 else "PASS"

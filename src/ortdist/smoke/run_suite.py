@@ -31,7 +31,13 @@ def _write_models(workdir: Path, visible: Path) -> list[ModelFiles]:
         seen = visible / "models" / m.name
         files.append(
             ModelFiles(
-                "model", m.name, str(seen / "model.onnx"), str(seen / "data.npz"), tol[m.name].atol, tol[m.name].rtol
+                "model",
+                m.name,
+                str(seen / "model.onnx"),
+                str(seen / "data.npz"),
+                tol[m.name].atol,
+                tol[m.name].rtol,
+                m.nodes,
             )
         )
     return files
@@ -64,6 +70,7 @@ def smoke_wheel(
     toolchain: Toolchain,
     baseline: dict[str, dict[str, bool]] | None = None,
     with_node_tests: bool = True,
+    latency: dict[str, int] | None = None,
 ) -> tuple[dict[str, Any], list[Verdict]]:
     started = time.monotonic()
     info = read_wheel(wheel)
@@ -82,7 +89,7 @@ def smoke_wheel(
     # A foreign wheel claims whatever it reports available: try every EP the registry knows.
     candidates = claimed if claimed is not None else [ep.provider for ep in registry.providers().values()]
     cases, unknown = plan_cases(candidates, files)
-    (workdir / "plan.json").write_text(json.dumps({"cases": cases}), encoding="utf-8")
+    (workdir / "plan.json").write_text(json.dumps({"cases": cases, "latency": latency}), encoding="utf-8")
     package = Path(__file__).parent
     shutil.copyfile(package / "runner.py", workdir / "runner.py")
     shutil.copyfile(package / "proof.py", workdir / "proof.py")

@@ -3,9 +3,11 @@
 Usage: python runner.py PLAN.json RESULT.json     (proof.py beside it)
 
 PLAN.json: {"claimed": [provider...], "cases": [{"suite", "name", "model", "data", "atol", "rtol",
-            "provider", "must_take": "all"|"any"|"none"}]}
+            "provider", "must_take": "all"|"any"|"none"}],
+            "latency": {"runs", "warmup", "threads"} (optional)}
 Each case runs one model with [provider, CPUExecutionProvider] (or CPU alone), profiling on, and
-records where every node ran, the max abs error against the expected outputs, and the time.
+records where every node ran, the max abs error against the expected outputs, and the time; with
+"latency", model cases also get the median of many runs in a second, unprofiled session.
 Standard library + numpy + onnxruntime only.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -22,7 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from proof import compare, read_profile_ops, share_on  # copied beside this script: ortdist/smoke/proof.py
+from proof import (  # copied beside this script: ortdist/smoke/proof.py
+    absorbed_nodes,
+    compare,
+    model_node,
+    read_profile_ops,
+    share_on,
+)
 
 
 @contextlib.contextmanager
@@ -41,7 +50,42 @@ def native_stderr(sink: list[str]) -> Iterator[None]:
             sink.append(tmp.read().decode("utf-8", "replace")[-4000:])
 
 
-def run_case(ort: Any, case: dict[str, Any], profile_dir: str) -> dict[str, Any]:
+def measure_latency(
+    ort: Any, model: str, providers: list[str], inputs: dict[str, Any], names: list[str], latency: dict[str, int]
+) -> float:
+    """Median wall time of one run in ms: a fresh session without profiling, a fixed thread count,
+    warm-up runs discarded (first runs pay for allocations and EP kernel set-up)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = latency["threads"]
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model, options, providers=providers)
+    for _ in range(latency["warmup"]):
+        session.run(names, inputs)
+    times = []
+    for _ in range(latency["runs"]):
+        start = time.perf_counter()
+        session.run(names, inputs)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000.0
+
+
+def unoptimized_placement(
+    ort: Any, case: dict[str, Any], providers: list[str], inputs: dict[str, Any], names: list[str], profile_dir: str
+) -> dict[str, str]:
+    """Node placement from a profiled run with graph optimizations off."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.enable_profiling = True
+    options.profile_file_prefix = f"{profile_dir}/{case['suite']}_{case['name']}_unoptimized"
+    options.log_severity_level = 3
+    session = ort.InferenceSession(case["model"], options, providers=providers)
+    session.run(names, inputs)
+    placement: dict[str, str] = read_profile_ops(session.end_profiling())[0]
+    return placement
+
+
+def run_case(ort: Any, case: dict[str, Any], profile_dir: str, latency: dict[str, int] | None = None) -> dict[str, Any]:
     import numpy as np
 
     out: dict[str, Any] = {k: case[k] for k in ("suite", "name", "provider", "must_take")}
@@ -69,6 +113,15 @@ def run_case(ort: Any, case: dict[str, Any], profile_dir: str) -> dict[str, Any]
         out["placement"] = placement
         out["ops"] = ops
         out["share"] = share_on(placement, case["provider"])
+        nodes = case.get("nodes") or {}
+        if nodes and any(p == case["provider"] and model_node(n) not in nodes for n, p in placement.items()):
+            # A compiling EP: attribute its fused nodes to the model's nodes (see absorbed_nodes).
+            plain = unoptimized_placement(ort, case, providers, inputs, names, profile_dir)
+            out["absorbed"] = absorbed_nodes(plain, nodes, case["provider"])
+            on_ep = len(out["absorbed"]) + sum(
+                1 for n, p in plain.items() if p == case["provider"] and model_node(n) in nodes
+            )
+            out["share"] = on_ep / len(nodes)
         errors, ok = {}, True
         unmatched = sorted(set(expected) - set(names))
         if unmatched or not expected:
@@ -82,13 +135,32 @@ def run_case(ort: Any, case: dict[str, Any], profile_dir: str) -> dict[str, Any]
         out["max_abs_err"] = max(errors.values()) if errors else 0.0
         out["outputs_ok"] = ok
         out["status"] = "ok"
+        if latency and case["suite"] == "model":
+            out["latency_ms"] = measure_latency(ort, case["model"], providers, inputs, names, latency)
     except Exception as exc:  # an unsupported op, a missing library: the error text is the finding
         out["status"] = "error"
         out["error"] = f"{type(exc).__name__}: {exc}".strip()[:2000]
     return out
 
 
+PROGRESS = "progress.jsonl"  # one finished case per line, so a crash loses nothing
+RUNNING = "running.txt"  # index of the case in flight: names the case a native crash killed
+
+
+def done_cases() -> dict[int, dict[str, Any]]:
+    path = Path(PROGRESS)
+    if not path.is_file():
+        return {}
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {line["index"]: line["case"] for line in lines}
+
+
 def main() -> int:
+    """Run the plan's cases not yet in progress.jsonl; write RESULT.json when all are done.
+
+    A case that kills the process (SIGFPE, SIGSEGV in a native kernel) leaves its index in
+    running.txt; the caller records it as crashed and starts this script again.
+    """
     plan = json.loads(Path(sys.argv[1]).read_text())
     result: dict[str, Any] = {"cases": []}
     try:
@@ -103,14 +175,21 @@ def main() -> int:
         Path(sys.argv[2]).write_text(json.dumps(result, indent=1))
         print(result["import_error"], file=sys.stderr)
         return 1
-    with tempfile.TemporaryDirectory(prefix="ortdist-profiles-") as profiles:
-        for case in plan["cases"]:
-            if case["provider"] not in result["available_providers"]:
-                result["cases"].append(
-                    {k: case[k] for k in ("suite", "name", "provider", "must_take")} | {"status": "unavailable"}
-                )
+    done = done_cases()
+    with tempfile.TemporaryDirectory(prefix="ortdist-profiles-") as profiles, open(PROGRESS, "a") as progress:
+        for index, case in enumerate(plan["cases"]):
+            if index in done:
                 continue
-            result["cases"].append(run_case(ort, case, profiles))
+            Path(RUNNING).write_text(str(index))
+            if case["provider"] not in result["available_providers"]:
+                out = {k: case[k] for k in ("suite", "name", "provider", "must_take")} | {"status": "unavailable"}
+            else:
+                out = run_case(ort, case, profiles, plan.get("latency"))
+            progress.write(json.dumps({"index": index, "case": out}) + "\n")
+            progress.flush()
+    Path(RUNNING).unlink(missing_ok=True)
+    done = done_cases()
+    result["cases"] = [done[i] for i in sorted(done)]
     Path(sys.argv[2]).write_text(json.dumps(result, indent=1, sort_keys=True))
     return 0
 

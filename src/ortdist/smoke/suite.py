@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -67,6 +67,7 @@ class ModelFiles:
     data: str
     atol: float
     rtol: float
+    nodes: dict[str, str] = field(default_factory=dict)  # model node name -> op type (model suite)
 
 
 def plan_cases(claimed: list[str], files: list[ModelFiles]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -91,6 +92,7 @@ def plan_cases(claimed: list[str], files: list[ModelFiles]) -> tuple[list[dict[s
                         "rtol": f.rtol,
                         "provider": provider,
                         "must_take": exp.must_take if f.suite == "model" else "none",
+                        "nodes": f.nodes,
                     }
                 )
     return cases, unknown
@@ -107,6 +109,7 @@ class Verdict:
     share: float
     max_abs_err: float
     seconds: float
+    latency_ms: float | None = None
 
     @classmethod
     def failure(cls, name: str, provider: str, message: str, suite: str = "model") -> Verdict:
@@ -137,6 +140,7 @@ def judge_case(case: dict[str, Any]) -> Verdict:
             float(case.get("share", 0.0)),
             float(case.get("max_abs_err", 0.0)),
             float(case.get("seconds", 0.0)),
+            case.get("latency_ms"),
         )
 
     if case["status"] == "unavailable":
@@ -163,13 +167,12 @@ def judge_case(case: dict[str, Any]) -> Verdict:
 
 def missing_ops(cases: list[dict[str, Any]], provider: str, required: tuple[str, ...]) -> list[str]:
     """Required op types that no model case placed on ``provider``."""
+    model_cases = [c for c in cases if c["suite"] == "model" and c["provider"] == provider]
     placed = {
-        c.get("ops", {}).get(node)
-        for c in cases
-        if c["suite"] == "model" and c["provider"] == provider
-        for node, p in c.get("placement", {}).items()
-        if p == provider
+        c.get("ops", {}).get(node) for c in model_cases for node, p in c.get("placement", {}).items() if p == provider
     }
+    # Nodes a compiling EP absorbed into its fused partitions (see proof.absorbed_nodes).
+    placed |= {op for c in model_cases for op in c.get("absorbed", {}).values()}
     return [op for op in required if op not in placed]
 
 

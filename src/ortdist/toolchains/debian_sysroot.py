@@ -67,7 +67,7 @@ class DebianSysroot:
 
     # --- paths -------------------------------------------------------------------------------
     def build_root_path(self, cache: Cache) -> Path:
-        return cache.sysroots / f"{self.spec.name}-{self.spec.digest[:12]}"
+        return cache.sysroots / f"{self.spec.name}-{self.spec.root_digest[:12]}"
 
     def clean_root_path(self, cache: Cache) -> Path:
         digest = sha256_text(self.spec.suite, self.spec.mirror, *self.spec.clean_root_packages)
@@ -158,7 +158,7 @@ class DebianSysroot:
         info = {
             "toolchain": self.spec.name,
             "suite": self.spec.suite,
-            "digest": self.spec.digest,
+            "digest": self.spec.root_digest,
             "requested": list(packages),
             "installed": installed,
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,16 +25,22 @@ class ToolchainSpec:
     targets: tuple[str, ...]
     packages: tuple[str, ...]
     ep_packages: dict[str, tuple[str, ...]]
+    ep_cmake: dict[str, dict[str, str]]
     cmake: dict[str, str]
     python_tools: dict[str, str]
     clean_root_packages: tuple[str, ...]
     shims_dir: Path
     digest: str
+    root_digest: str
 
     def all_packages(self) -> tuple[str, ...]:
         """Base packages plus every EP's packages: one sysroot serves every recipe of this toolchain."""
         extra = [p for eps in self.ep_packages.values() for p in eps]
         return tuple(dict.fromkeys([*self.packages, *extra]))
+
+    def provides(self, ep: str) -> bool:
+        """The CPU EP is always there; any other EP needs this toolchain's packages for it."""
+        return ep == "cpu" or ep in self.ep_packages
 
 
 _KEYS = {
@@ -46,6 +53,7 @@ _KEYS = {
     "glibc",
     "packages",
     "ep_packages",
+    "ep_cmake",
     "cmake",
     "python_tools",
     "clean_root",
@@ -74,10 +82,29 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
             raise RecipeError(f"unknown key '{key}'", where=str(path), fix=did_you_mean(key, _KEYS) or None)
     shims = path.with_suffix("") / "cmake-shims"
     shim_files = sorted(p for p in shims.rglob("*") if p.is_file()) if shims.is_dir() else []
+    # `digest`: everything a build tree depends on (file text and shims). `root_digest`: only what
+    # goes into the sysroot, so editing CMake defines or shims does not re-create a 1 GB root.
     digest = sha256_text(
         path.read_text(encoding="utf-8"),
         *(f"{p.relative_to(shims)}:{sha256_file(p)}" for p in shim_files),
     )
+    root_digest = sha256_text(
+        json.dumps(
+            {
+                key: data.get(key)
+                for key in ("kind", "suite", "variant", "mirror", "packages", "ep_packages", "python_tools")
+            },
+            sort_keys=True,
+        )
+    )
+    ep_cmake = data.get("ep_cmake", {})
+    for ep in ep_cmake:
+        if ep not in data.get("ep_packages", {}):
+            raise RecipeError(
+                f"[ep_cmake.{ep}] names an EP this toolchain has no [ep_packages] entry for",
+                where=str(path),
+                fix="add the EP's packages under [ep_packages] or drop the section",
+            )
     try:
         return ToolchainSpec(
             name=name,
@@ -90,11 +117,13 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
             targets=tuple(data["targets"]),
             packages=tuple(data["packages"]),
             ep_packages={k: tuple(v) for k, v in data.get("ep_packages", {}).items()},
+            ep_cmake={k: dict(v) for k, v in ep_cmake.items()},
             cmake=dict(data.get("cmake", {})),
             python_tools=dict(data.get("python_tools", {})),
             clean_root_packages=tuple(data.get("clean_root", {}).get("packages", ())),
             shims_dir=shims,
             digest=digest,
+            root_digest=root_digest,
         )
     except KeyError as exc:
         raise RecipeError(f"missing key {exc.args[0]!r}", where=str(path)) from exc
