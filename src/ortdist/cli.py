@@ -1,4 +1,4 @@
-"""Command line: ``ortdist build|plan|patches check|validate|schema|providers``."""
+"""Command line: ``ortdist build|plan|patches check|validate|schema|matrix|smoke|providers``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import __version__, registry, sources
 from .builder import Builder, build_lock
+from .compiler_cache import CACHES, compiler_cache
 from .errors import OrtdistError, PatchError
 from .fsutil import atomic_write_text
 from .patches import Patch, apply_series, read_series
@@ -38,16 +39,16 @@ def load_patches(recipe: Recipe, project: Path) -> tuple[Patch, ...]:
     return read_series(project / "patches" / recipe.patch_series)
 
 
-def plan_for(recipe_arg: str, project: Path) -> tuple[BuildPlan, Path]:
+def plan_for(recipe_arg: str, project: Path, cache_name: str | None = None) -> tuple[BuildPlan, Path]:
     path = resolve_recipe_path(recipe_arg, project)
     recipe = load_recipe(path)
     toolchain = load_toolchain(project, recipe.toolchain)
-    return make_plan(recipe, toolchain, load_patches(recipe, project)), path
+    return make_plan(recipe, toolchain, load_patches(recipe, project), compiler_cache(cache_name)), path
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     project = project_root()
-    plan, path = plan_for(args.recipe, project)
+    plan, path = plan_for(args.recipe, project, args.compiler_cache)
     dist = (Path(args.dist) if args.dist else project / "dist") / plan.recipe.name
     builder = Builder(
         plan=plan,
@@ -56,6 +57,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         dist=dist,
         recipe_path=path,
         jobs=args.jobs or os.cpu_count() or 2,
+        fresh=args.fresh,
     )
     results = builder.run()
     print(f"\nortdist: built {plan.recipe.name} in {format_duration(builder.timings['total'])}")
@@ -136,6 +138,34 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    """Generate ci/ from the plans of every recipe (or, with --check, fail when ci/ differs)."""
+    from . import ci
+
+    project = project_root()
+    plans = [plan_for(str(path), project)[0] for path in sorted((project / "recipes").glob("*.toml"))]
+    files = ci.generate(plans)
+    ci_dir = project / "ci"
+    if args.check:
+        stale = ci.drift(ci_dir, files)
+        if stale:
+            print(
+                f"ci/ is out of date with recipes/: {', '.join(f'ci/{p}' for p in stale)}; "
+                "run `ortdist matrix` (or `nox -s ci`) and commit the result",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"ci/ is up to date with recipes/ ({len(files)} generated files)")
+        return 0
+    written, removed = ci.write(ci_dir, files)
+    for rel in written:
+        print(f"wrote   ci/{rel}")
+    for rel in removed:
+        print(f"removed ci/{rel}")
+    print(f"ci/: {len(files)} generated files, {len(written)} written, {len(removed)} removed")
+    return 0
+
+
 def cmd_smoke(args: argparse.Namespace) -> int:
     """Smoke-test wheels; a foreign wheel given alongside ours is the baseline for node-test parity."""
     project = project_root()
@@ -177,6 +207,31 @@ def _smoke(args: argparse.Namespace, project: Path, cache: Cache, toolchain: Too
     return 1 if failed else 0
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Print the SBOM an artifact carries (wheel: .dist-info/sboms/, archive: share/doc/onnxruntime/)."""
+    from .sbom import read_artifact_sbom, summary, sysroot_packages
+
+    document = read_artifact_sbom(Path(args.artifact))
+    if args.json:
+        print(json.dumps(document, indent=1, sort_keys=True))
+        return 0
+    facts = summary(document)
+    print(f"{Path(args.artifact).name}: {facts['subject']}")
+    print(f"  recipe:    {facts['recipe']} ({facts['target']}); EPs: {', '.join(facts['execution_providers'])}")
+    print(f"  source:    onnxruntime {facts['source']['version']} sha256 {facts['source']['sha256']}")
+    for patch in facts["source"]["patches"]:
+        print(f"  patch:     {patch}")
+    for dep in facts["deps"][1:]:
+        print(f"  compiled:  {dep}")
+    print(f"  toolchain: {facts['toolchain']}")
+    for lib in facts["bundled"]:
+        print(f"  bundled:   {lib['file']}  <- {lib['from'] or 'unknown package'}")
+    if args.packages:
+        for name, version in sysroot_packages(document):
+            print(f"  package:   {name} {version}")
+    return 0
+
+
 def cmd_providers(_args: argparse.Namespace) -> int:
     for ep in registry.providers().values():
         print(f"{ep.name:9} {ep.provider:27} {ep.summary}")
@@ -192,6 +247,15 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("recipe", help="recipes/<name>.toml or just <name>")
     b.add_argument("--jobs", "-j", type=int, default=0, help="parallel compile jobs (default: all cores)")
     b.add_argument("--dist", help="output root (default: <project>/dist)")
+    b.add_argument(
+        "--compiler-cache",
+        choices=sorted(CACHES),
+        help="ccache (default) or sccache, whose remote backend comes from SCCACHE_*/AWS_*/ACTIONS_* "
+        "variables (default: $ORTDIST_COMPILER_CACHE or ccache)",
+    )
+    b.add_argument(
+        "--fresh", action="store_true", help="discard the recipe's build tree first (ccache and sysroot stay)"
+    )
     b.set_defaults(func=cmd_build)
 
     pl = sub.add_parser("plan", help="print the build plan (CMake command, steps, artifacts) as JSON")
@@ -214,6 +278,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--check", action="store_true")
     s.set_defaults(func=cmd_schema)
 
+    ma = sub.add_parser("matrix", help="generate ci/ (GitHub Actions matrix, cibuildwheel) from recipes/")
+    ma.add_argument("--check", action="store_true", help="write nothing; exit 1 when ci/ differs from recipes/")
+    ma.set_defaults(func=cmd_matrix)
+
     sm = sub.add_parser("smoke", help="prove wheels run reference models on every EP they claim")
     sm.add_argument("wheels", nargs="+", help="wheel files (ours or foreign, e.g. PyPI's onnxruntime)")
     sm.add_argument("--toolchain", default="debian-trixie", help="whose clean root runs wheels the host cannot")
@@ -223,6 +291,12 @@ def parser() -> argparse.ArgumentParser:
     sm.add_argument("--warmup", type=int, default=10, help="discarded runs before timing (with --latency)")
     sm.add_argument("--threads", type=int, default=1, help="intra-op threads while timing (with --latency)")
     sm.set_defaults(func=cmd_smoke)
+
+    ins = sub.add_parser("inspect", help="print the SBOM a wheel or C library archive carries")
+    ins.add_argument("artifact", help="a .whl or .tar.gz built by ortdist")
+    ins.add_argument("--json", action="store_true", help="the whole CycloneDX document")
+    ins.add_argument("--packages", action="store_true", help="also list every sysroot package")
+    ins.set_defaults(func=cmd_inspect)
 
     pr = sub.add_parser("providers", help="list the execution-provider registry")
     pr.set_defaults(func=cmd_providers)

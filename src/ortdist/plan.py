@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import registry
+from .compiler_cache import CACHES, CompilerCache
 from .errors import RecipeError
 from .fsutil import sha256_text
 from .patches import Patch
@@ -37,6 +38,7 @@ class BuildPlan:
     python: tuple[str, ...]
     repair_excludes: tuple[str, ...]
     strip: bool
+    compiler_cache: CompilerCache
 
     @property
     def builds_shared_library(self) -> bool:
@@ -45,6 +47,11 @@ class BuildPlan:
     @property
     def builds_wheel(self) -> bool:
         return self.recipe.wheel.enabled
+
+    @property
+    def wheel_repair(self) -> str:
+        """The target's wheel repair tool (targets.toml: auditwheel, delocate, delvewheel); '' without a wheel."""
+        return self.target.wheel_repair if self.builds_wheel else ""
 
     def configure_argv(self) -> list[str]:
         return [
@@ -81,13 +88,16 @@ class BuildPlan:
             "linkage": self.recipe.linkage,
             "build_type": self.recipe.build_type,
             "toolchain": self.toolchain.name,
+            "plan_only": self.toolchain.plan_only,
             "patches": [{"name": p.name, "sha256": p.sha256} for p in self.patches],
             "source_key": self.source_key,
             "steps": list(self.steps),
             "distribution": self.distribution if self.builds_wheel else None,
             "python": list(self.python),
+            "wheel_repair": self.wheel_repair or None,
             "repair_excludes": list(self.repair_excludes),
             "strip": self.strip,
+            "compiler_cache": self.compiler_cache.name,
             "cmake_configure": self.configure_argv(),
         }
 
@@ -114,7 +124,12 @@ def source_key(recipe: Recipe, version: OrtVersion, patches: tuple[Patch, ...]) 
     return sha256_text(src.kind, *identity, *(p.sha256 for p in patches))[:16]
 
 
-def make_plan(recipe: Recipe, toolchain: ToolchainSpec, patches: tuple[Patch, ...]) -> BuildPlan:
+def make_plan(
+    recipe: Recipe,
+    toolchain: ToolchainSpec,
+    patches: tuple[Patch, ...],
+    compiler_cache: CompilerCache = CACHES["ccache"],
+) -> BuildPlan:
     version = registry.ort_versions()[recipe.ort_version]
     target = registry.targets()[recipe.target]
     providers = resolve_providers(recipe)
@@ -137,7 +152,7 @@ def make_plan(recipe: Recipe, toolchain: ToolchainSpec, patches: tuple[Patch, ..
         raise RecipeError(
             f"toolchain {toolchain.name!r} has no libraries for execution provider(s) {', '.join(missing)}",
             where=f"recipe {recipe.name} key 'execution_providers'",
-            fix=f"{toolchain.name} provides: {', '.join(['cpu', *toolchain.ep_packages])}; "
+            fix=f"{toolchain.name} provides: {', '.join(toolchain.available_eps)}; "
             "or pick a toolchain that provides the EP",
         )
     python = recipe.wheel.python if recipe.wheel.enabled else ()
@@ -152,8 +167,8 @@ def make_plan(recipe: Recipe, toolchain: ToolchainSpec, patches: tuple[Patch, ..
     defines: dict[str, str] = {
         "CMAKE_BUILD_TYPE": recipe.build_type,
         "CMAKE_INSTALL_PREFIX": str(IN_ROOT_WORK / "install"),
-        "CMAKE_C_COMPILER_LAUNCHER": "ccache",
-        "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+        "CMAKE_C_COMPILER_LAUNCHER": compiler_cache.launcher,
+        "CMAKE_CXX_COMPILER_LAUNCHER": compiler_cache.launcher,
         "onnxruntime_BUILD_SHARED_LIB": "ON" if recipe.linkage in ("shared", "both") else "OFF",
         "onnxruntime_ENABLE_PYTHON": "ON" if recipe.wheel.enabled else "OFF",
         "onnxruntime_BUILD_UNIT_TESTS": "OFF",
@@ -191,4 +206,5 @@ def make_plan(recipe: Recipe, toolchain: ToolchainSpec, patches: tuple[Patch, ..
         # Release artifacts ship without symbols, like the official wheels; builds that ask for
         # debug info keep it.
         strip=recipe.build_type in STRIPPED_BUILD_TYPES,
+        compiler_cache=compiler_cache,
     )

@@ -91,6 +91,11 @@ def _load(name: str) -> dict[str, Any]:
         raise DataError(str(exc), where=f"ortdist/data/{name}") from exc
 
 
+def load_data(name: str) -> dict[str, Any]:
+    """A data file for a module that owns its facts (ci.py: runners.toml), with the same errors."""
+    return _load(name)
+
+
 def _require(entry: dict[str, Any], key: str, kind: type, where: str) -> Any:
     if key not in entry:
         raise DataError(f"missing key '{key}'", where=where)

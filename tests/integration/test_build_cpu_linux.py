@@ -105,7 +105,10 @@ def test_patch_series_applies_to_the_pinned_source() -> None:
     project = Path(__file__).resolve().parents[2]
     proc = ortdist(project, "patches", "check", "1.21.0")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "2 patch(es) apply cleanly" in proc.stdout
+    from ortdist.patches import read_series
+
+    count = len(read_series(project / "patches" / "1.21.0"))
+    assert f"{count} patch(es) apply cleanly" in proc.stdout
 
 
 def test_smoke_suite_passes_with_parity_to_the_official_wheel(
@@ -136,3 +139,40 @@ def test_smoke_suite_passes_with_parity_to_the_official_wheel(
     ours = report["node_tests"]["CPUExecutionProvider"]
     theirs = base_report["node_tests"]["CPUExecutionProvider"]
     assert ours["passed"] >= theirs["passed"]
+
+
+def test_wheel_and_archive_carry_an_sbom_that_inspect_prints(built: tuple[Path, dict[str, Any], str]) -> None:
+    out, manifest, _ = built
+    project = Path(__file__).resolve().parents[2]
+    for art in manifest["artifacts"]:
+        proc = ortdist(project, "inspect", str(out / art["path"]))
+        assert proc.returncode == 0, proc.stderr
+        assert "recipe:    cpu-linux (x86_64-unknown-linux-gnu); EPs: cpu" in proc.stdout
+        assert (
+            "source:    onnxruntime 1.21.0 sha256 32df1f82bd6b07b18372c0f387133214905cbde7a586b3ad83f0ed0075f80273"
+            in proc.stdout
+        )
+        assert "patch:     patches/1.21.0/0001-eigen-3.4.0-nan-propagating-min-max.patch" in proc.stdout
+        assert "compiled:  onnx 1.17.0" in proc.stdout
+    wheel = next(a for a in manifest["artifacts"] if a["kind"] == "wheel")
+    proc = ortdist(project, "inspect", str(out / wheel["path"]))
+    # Every library auditwheel grafted is named with the Debian package it came from.
+    bundled = [line for line in proc.stdout.splitlines() if line.startswith("  bundled:")]
+    assert bundled and all("<- unknown package" not in line for line in bundled), bundled
+    assert any("libre2" in line and "<- libre2-11" in line for line in bundled), bundled
+
+
+def test_a_fresh_rebuild_is_byte_identical(built: tuple[Path, dict[str, Any], str], tmp_path: Path) -> None:
+    """Reproducibility: discard the build tree, build again (ccache may serve the objects), compare."""
+    _, manifest, _ = built
+    project = Path(__file__).resolve().parents[2]
+    proc = ortdist(project, "build", "cpu-linux", "--fresh", "--dist", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "--fresh: discarding" in proc.stderr
+    again = json.loads((tmp_path / "cpu-linux" / "manifest.json").read_text())
+    first = {a["kind"]: a["sha256"] for a in manifest["artifacts"]}
+    second = {a["kind"]: a["sha256"] for a in again["artifacts"]}
+    assert second == first
+    for art in again["artifacts"]:
+        data = (tmp_path / "cpu-linux" / art["path"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == art["sha256"]

@@ -42,13 +42,17 @@ CASES = [
         "xnnpack-linux",
         ("XnnpackExecutionProvider",),
         "onnxruntime_xnnpack",
-        ("onnxruntime.libs/libXNNPACK", "onnxruntime.libs/libpthreadpool"),
+        ("onnxruntime_xnnpack.libs/libXNNPACK", "onnxruntime_xnnpack.libs/libpthreadpool"),
     ),
     EpCase(
         "dnnl-linux",
         ("DnnlExecutionProvider",),
         "onnxruntime_dnnl",
-        ("onnxruntime/capi/libonnxruntime_providers_dnnl.so", "onnxruntime.libs/libdnnl"),
+        (
+            "onnxruntime/capi/libonnxruntime_providers_dnnl.so",
+            "onnxruntime_dnnl.libs/libdnnl",
+            "onnxruntime_dnnl.libs/libgomp",
+        ),
     ),
     EpCase(
         "xnnpack-dnnl-linux",
@@ -56,8 +60,8 @@ CASES = [
         "onnxruntime_dnnl_xnnpack",
         (
             "onnxruntime/capi/libonnxruntime_providers_dnnl.so",
-            "onnxruntime.libs/libdnnl",
-            "onnxruntime.libs/libXNNPACK",
+            "onnxruntime_dnnl_xnnpack.libs/libdnnl",
+            "onnxruntime_dnnl_xnnpack.libs/libXNNPACK",
         ),
     ),
 ]

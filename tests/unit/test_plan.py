@@ -164,3 +164,18 @@ def test_tree_identity_follows_source_patches_and_toolchain(
     toml.write_text(toml.read_text().replace('"file",', '"file", "zstd",'))
     other = make_plan(recipe_from(""), load_toolchain(tmp_path, "debian-trixie"), base.patches)
     assert other.tree_identity() != base.tree_identity()
+
+
+def test_compiler_cache_is_a_plan_choice(project: Path) -> None:
+    from ortdist.compiler_cache import CACHES
+
+    recipe = load_recipe(project / "recipes" / "cpu-linux.toml")
+    series = read_series(project / "patches" / "1.21.0")
+    default = make_plan(recipe, load_toolchain(project, recipe.toolchain), series)
+    shared = make_plan(recipe, load_toolchain(project, recipe.toolchain), series, CACHES["sccache"])
+    assert default.cmake_defines["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
+    assert "-DCMAKE_C_COMPILER_LAUNCHER=/ortdist/tools/sccache" in shared.configure_argv()
+    assert shared.summary()["compiler_cache"] == "sccache"
+    # Switching caches re-runs CMake but keeps the build tree (same sources, same sysroot).
+    assert shared.configure_digest() != default.configure_digest()
+    assert shared.tree_identity() == default.tree_identity()

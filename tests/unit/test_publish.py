@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ortdist.builder import deterministic_tarball, parse_ccache_stats, verify_check_result
+from ortdist.builder import deterministic_tarball, verify_check_result
 from ortdist.manifest import Artifact, publish, read_manifest
 
 
@@ -69,11 +69,6 @@ def test_deterministic_tarball_is_byte_identical(tmp_path: Path) -> None:
         assert (member.uid, member.mtime) == (0, 1700000000)
         extracted = tar.extractfile(member)
         assert extracted is not None and extracted.read() == b"int x;\n"
-
-
-def test_ccache_stats_parse() -> None:
-    text = "cache_miss\t12\ndirect_cache_hit\t500\npreprocessed_cache_hit\t3\nstats_updated_timestamp\t17000\n"
-    assert parse_ccache_stats(text) == {"cache_miss": 12, "direct_cache_hit": 500, "preprocessed_cache_hit": 3}
 
 
 GOOD = {

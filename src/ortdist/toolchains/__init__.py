@@ -36,6 +36,14 @@ class Toolchain(Protocol):
         """Create (once) and return a root with only a bare Python, for post-build checks."""
         ...
 
+    def installed_packages(self, root: Path) -> dict[str, str]:
+        """Package -> version of everything installed in ``root`` (for the SBOM)."""
+        ...
+
+    def library_packages(self, root: Path) -> dict[str, str]:
+        """Shared-library file name -> the package that installed it in ``root`` (for the SBOM)."""
+        ...
+
     def wrap(
         self,
         root: Path,
@@ -51,13 +59,16 @@ class Toolchain(Protocol):
 
 def make_toolchain(spec: ToolchainSpec) -> Toolchain:
     from .debian_sysroot import DebianSysroot
+    from .plan_only import PlanOnlyToolchain
 
+    if spec.plan_only:
+        return PlanOnlyToolchain(spec)
     kinds: dict[str, Callable[[ToolchainSpec], Toolchain]] = {"debian-sysroot": DebianSysroot}
     if spec.kind not in kinds:
         raise RecipeError(
             f"toolchain kind {spec.kind!r} is not supported",
             where=f"toolchains/{spec.name}.toml",
-            fix=f"kinds: {', '.join(kinds)}",
+            fix=f"kinds: {', '.join(kinds)}; or mark the toolchain plan_only = true",
         )
     return kinds[spec.kind](spec)
 

@@ -228,6 +228,17 @@ class DebianSysroot:
         data = json.loads((root / STAMP).read_text(encoding="utf-8"))
         return dict(data["installed"])
 
+    def library_packages(self, root: Path) -> dict[str, str]:
+        """Shared-library file name -> the Debian package that installed it (from dpkg's file lists)."""
+        owners: dict[str, str] = {}
+        for listing in sorted((root / "var" / "lib" / "dpkg" / "info").glob("*.list")):
+            package = listing.stem.split(":", 1)[0]
+            for line in listing.read_text(encoding="utf-8", errors="replace").splitlines():
+                name = line.rsplit("/", 1)[-1]
+                if ".so" in name:
+                    owners.setdefault(name, package)
+        return owners
+
 
 def pip_download_argv(dest: Path, python: str, requirements: Sequence[str]) -> list[str]:
     """pip download for CPython ``python`` on x86_64 Linux, binary wheels only."""

