@@ -96,6 +96,21 @@ def plan(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmarks vs ORT's build.py and PyPI's wheel -> dist/bench/results.{json,md} (~1 h; -- --only PART)."""
+    _install_ortdist(session)
+    session.run("ortdist", "bench", *session.posargs)
+    session.run("ortdist", "report")
+
+
+@nox.session(default=False)
+def report(session: nox.Session) -> None:
+    """dist/report.html (and dist/report.png via headless Chromium) from what is in dist/."""
+    _install_ortdist(session)
+    session.run("ortdist", "report", "--screenshot", "dist/report.png")
+
+
+@nox.session(default=False)
 def ci(session: nox.Session) -> None:
     """Regenerate ci/ (GitHub Actions matrix, cibuildwheel configs) from recipes/; commit the result."""
     _install_ortdist(session)

@@ -125,7 +125,7 @@ class Builder:
             Bind(self.build_dir, IN_ROOT_BUILD),
             Bind(self.work_dir, IN_ROOT_WORK),
             Bind(self.plan.toolchain.shims_dir, IN_ROOT_SHIMS, read_only=True),
-            Bind(self.cache.root / self.plan.compiler_cache.cache_dir, Path(self.plan.compiler_cache.in_root_dir)),
+            Bind(self.compiler_cache_dir(), Path(self.plan.compiler_cache.in_root_dir)),
         ]
         if self.plan.compiler_cache.pypi:
             out.append(Bind(self.compiler_cache_tool_dir(), IN_ROOT / "tools", read_only=True))
@@ -137,6 +137,12 @@ class Builder:
             **self.plan.compiler_cache.env(os.environ),
             "SOURCE_DATE_EPOCH": str(self.source_date_epoch()),
         }
+
+    def compiler_cache_dir(self) -> Path:
+        """$ORTDIST_COMPILER_CACHE_DIR, else <cache>/<ccache|sccache>: a cold-cache build (the
+        benchmark's) points it at an empty directory without touching the sysroot or sources."""
+        override = os.environ.get("ORTDIST_COMPILER_CACHE_DIR")
+        return Path(override) if override else self.cache.root / self.plan.compiler_cache.cache_dir
 
     def compiler_cache_tool_dir(self) -> Path:
         spec = self.plan.compiler_cache.pypi or ""
@@ -209,7 +215,7 @@ class Builder:
     def step_toolchain(self) -> None:
         with self._log("toolchain") as log:
             self.root = self.toolchain.ensure_build_root(self.cache, log)
-        (self.cache.root / self.plan.compiler_cache.cache_dir).mkdir(parents=True, exist_ok=True)
+        (self.compiler_cache_dir()).mkdir(parents=True, exist_ok=True)
         self.fetch_compiler_cache_tool()
 
     def step_source(self) -> None:

@@ -232,6 +232,28 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """dist/report.html for every build in dist/ (and a Chromium screenshot of it with --screenshot)."""
+    from .report import chromium_render, write_report
+
+    dist = Path(args.dist) if args.dist else project_root() / "dist"
+    out = write_report(dist, Path(args.out) if args.out else dist / "report.html")
+    print(f"ortdist: wrote {out}")
+    if args.screenshot:
+        chromium_render(out, Path(args.screenshot))
+        print(f"ortdist: screenshot {args.screenshot}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Build, size, inference and smoke figures side by side; dist/bench/results.{json,md}."""
+    from .bench.run import run_bench
+
+    table = run_bench(project_root(), args.recipe, args.jobs or os.cpu_count() or 2, args.only)
+    print(table.read_text(encoding="utf-8"))
+    return 0
+
+
 def cmd_providers(_args: argparse.Namespace) -> int:
     for ep in registry.providers().values():
         print(f"{ep.name:9} {ep.provider:27} {ep.summary}")
@@ -297,6 +319,20 @@ def parser() -> argparse.ArgumentParser:
     ins.add_argument("--json", action="store_true", help="the whole CycloneDX document")
     ins.add_argument("--packages", action="store_true", help="also list every sysroot package")
     ins.set_defaults(func=cmd_inspect)
+
+    rp = sub.add_parser("report", help="write dist/report.html from the builds, smoke reports and SBOMs in dist/")
+    rp.add_argument("--dist", help="the dist/ to report on (default: <project>/dist)")
+    rp.add_argument("--out", help="output file (default: <dist>/report.html)")
+    rp.add_argument("--screenshot", help="also render it in headless Chromium and save a PNG here")
+    rp.set_defaults(func=cmd_report)
+
+    be = sub.add_parser("bench", help="benchmark against ORT's build.py and PyPI's wheel (takes about an hour)")
+    be.add_argument("--recipe", default="cpu-linux")
+    be.add_argument("--jobs", "-j", type=int, default=0)
+    be.add_argument(
+        "--only", action="append", default=[], choices=["build", "size", "inference", "smoke"], help="re-measure a part"
+    )
+    be.set_defaults(func=cmd_bench)
 
     pr = sub.add_parser("providers", help="list the execution-provider registry")
     pr.set_defaults(func=cmd_providers)

@@ -176,3 +176,39 @@ def test_a_fresh_rebuild_is_byte_identical(built: tuple[Path, dict[str, Any], st
     for art in again["artifacts"]:
         data = (tmp_path / "cpu-linux" / art["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == art["sha256"]
+
+
+def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], str]) -> None:
+    """dist/report.html from the real build and its smoke report, opened in Debian's Chromium."""
+    import re
+    import shutil
+
+    from ortdist.paths import Cache
+    from ortdist.report import chromium_render
+    from ortdist.smoke.run_suite import smoke_wheel
+    from ortdist.toolchains import load_toolchain, make_toolchain
+
+    out, manifest, _ = built
+    project = Path(__file__).resolve().parents[2]
+    wheel = out / next(a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel")
+    toolchain = make_toolchain(load_toolchain(project, "debian-trixie"))
+    smoke_wheel(wheel, out / "smoke", Cache.default(), toolchain, with_node_tests=False)
+    dist = out.parent
+    png = dist / "report.png"
+    proc = ortdist(project, "report", "--dist", str(dist), "--screenshot", str(png))
+    assert proc.returncode == 0, proc.stderr
+    dom = chromium_render(dist / "report.html")
+    # The smoke matrix: one PASS row per CPU reference model, as the smoke report says.
+    rows = re.findall(r"<tr class=\"pass\"><td>CPU</td><td>(\w+)</td>", dom)
+    assert sorted(rows) == ["cnn", "control_flow", "fp16_mlp", "qdq_cnn", "transformer"]
+    # The chart: drawn by the page's script, one bar per space group of the real wheel.
+    from ortdist.report import wheel_space
+
+    groups, _ = wheel_space(wheel)
+    assert f'data-rendered="{len(groups)}"' in dom
+    assert dom.count('class="bar"') == len(groups)
+    assert "libabsl20240722" in dom  # SBOM summary: where bundled libraries came from
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    kept = project / "dist" / "report-test-screenshot.png"
+    kept.parent.mkdir(exist_ok=True)
+    shutil.copyfile(png, kept)

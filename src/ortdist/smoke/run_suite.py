@@ -71,6 +71,7 @@ def smoke_wheel(
     baseline: dict[str, dict[str, bool]] | None = None,
     with_node_tests: bool = True,
     latency: dict[str, int] | None = None,
+    save_outputs: Path | None = None,
 ) -> tuple[dict[str, Any], list[Verdict]]:
     started = time.monotonic()
     info = read_wheel(wheel)
@@ -89,7 +90,8 @@ def smoke_wheel(
     # A foreign wheel claims whatever it reports available: try every EP the registry knows.
     candidates = claimed if claimed is not None else [ep.provider for ep in registry.providers().values()]
     cases, unknown = plan_cases(candidates, files)
-    (workdir / "plan.json").write_text(json.dumps({"cases": cases, "latency": latency}), encoding="utf-8")
+    plan = {"cases": cases, "latency": latency, "save_outputs": save_outputs is not None}
+    (workdir / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
     package = Path(__file__).parent
     shutil.copyfile(package / "runner.py", workdir / "runner.py")
     shutil.copyfile(package / "proof.py", workdir / "proof.py")
@@ -107,6 +109,9 @@ def smoke_wheel(
         claimed_final = claimed if claimed is not None else [p for p in candidates if p in available]
         result["cases"] = [c for c in result["cases"] if c["provider"] in claimed_final]
         verdicts = judge(result, claimed_final, [u for u in unknown if u in claimed_final])
+    if save_outputs is not None and (workdir / "outputs").is_dir():
+        remove_tree(save_outputs)
+        shutil.copytree(workdir / "outputs", save_outputs)
     node = node_test_outcomes(result)
     regressed = {p: regressions(node.get(p, {}), baseline.get(p, {})) for p in node} if baseline else {}
     for provider, names in regressed.items():

@@ -4,7 +4,8 @@ Usage: python runner.py PLAN.json RESULT.json     (proof.py beside it)
 
 PLAN.json: {"claimed": [provider...], "cases": [{"suite", "name", "model", "data", "atol", "rtol",
             "provider", "must_take": "all"|"any"|"none"}],
-            "latency": {"runs", "warmup", "threads"} (optional)}
+            "latency": {"runs", "warmup", "threads"} (optional),
+            "save_outputs": true (optional: model outputs to outputs/<provider>__<model>.npz)}
 Each case runs one model with [provider, CPUExecutionProvider] (or CPU alone), profiling on, and
 records where every node ran, the max abs error against the expected outputs, and the time; with
 "latency", model cases also get the median of many runs in a second, unprofiled session.
@@ -85,7 +86,13 @@ def unoptimized_placement(
     return placement
 
 
-def run_case(ort: Any, case: dict[str, Any], profile_dir: str, latency: dict[str, int] | None = None) -> dict[str, Any]:
+def run_case(
+    ort: Any,
+    case: dict[str, Any],
+    profile_dir: str,
+    latency: dict[str, int] | None = None,
+    save_outputs: bool = False,
+) -> dict[str, Any]:
     import numpy as np
 
     out: dict[str, Any] = {k: case[k] for k in ("suite", "name", "provider", "must_take")}
@@ -137,6 +144,9 @@ def run_case(ort: Any, case: dict[str, Any], profile_dir: str, latency: dict[str
         out["status"] = "ok"
         if latency and case["suite"] == "model":
             out["latency_ms"] = measure_latency(ort, case["model"], providers, inputs, names, latency)
+        if save_outputs and case["suite"] == "model":
+            Path("outputs").mkdir(exist_ok=True)
+            np.savez(f"outputs/{case['provider']}__{case['name']}.npz", **dict(zip(names, outputs, strict=True)))
     except Exception as exc:  # an unsupported op, a missing library: the error text is the finding
         out["status"] = "error"
         out["error"] = f"{type(exc).__name__}: {exc}".strip()[:2000]
@@ -184,7 +194,7 @@ def main() -> int:
             if case["provider"] not in result["available_providers"]:
                 out = {k: case[k] for k in ("suite", "name", "provider", "must_take")} | {"status": "unavailable"}
             else:
-                out = run_case(ort, case, profiles, plan.get("latency"))
+                out = run_case(ort, case, profiles, plan.get("latency"), bool(plan.get("save_outputs")))
             progress.write(json.dumps({"index": index, "case": out}) + "\n")
             progress.flush()
     Path(RUNNING).unlink(missing_ok=True)

@@ -1,0 +1,327 @@
+"""`ortdist bench` / `nox -s bench`: every claim as a number, measured side by side in one run.
+
+Build: our cold build (empty compiler cache, fresh tree) against ORT's own tools/ci_build/build.py
+on the same patched source, in the same sysroot, with the same CMake defines; then a no-op
+rebuild and a one-file-change rebuild of each. Size: our wheel and its native libraries against
+PyPI's onnxruntime 1.21.0 for the same Python. Inference: median latency of each reference model
+with our wheel and PyPI's, each in its own process, alternating which goes first, plus the max
+difference between their outputs. Smoke: wall time of the full suite per wheel.
+
+Results land in dist/bench/results.json and results.md as they are measured, so an interrupted
+run keeps what it had and ``--only`` re-measures a part.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import run
+from ..cli import plan_for
+from ..errors import BuildError, CheckError
+from ..fsutil import atomic_write_text, remove_tree
+from ..paths import IN_ROOT, Cache
+from ..toolchains import Bind, Toolchain, make_toolchain
+from ..toolchains.debian_sysroot import pip_download_argv
+from .buildpy import buildpy_argv
+
+PARTS = ("build", "size", "inference", "smoke")
+# A file every CPU build compiles, changed by one comment line for the one-file-change rebuild.
+ONE_FILE = "onnxruntime/core/providers/cpu/math/element_wise_ops.cc"
+IN_ROOT_BENCH = IN_ROOT / "bench"
+
+
+@dataclass
+class Bench:
+    project: Path
+    recipe: str
+    jobs: int
+    cache: Cache = field(default_factory=Cache.default)
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.out = self.project / "dist" / "bench"
+        self.out.mkdir(parents=True, exist_ok=True)
+        previous = self.out / "results.json"
+        if previous.is_file():
+            self.results = json.loads(previous.read_text(encoding="utf-8"))
+        self.plan, self.recipe_path = plan_for(self.recipe, self.project)
+        self.toolchain: Toolchain = make_toolchain(self.plan.toolchain)
+        self.work = self.cache.root / "bench"
+        self.last_steps: dict[str, float] = {}
+
+    # --- bookkeeping ---------------------------------------------------------------------------
+    def save(self) -> None:
+        self.results["recipe"] = self.recipe
+        atomic_write_text(self.out / "results.json", json.dumps(self.results, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(self.out / "results.md", markdown(self.results))
+
+    def step(self, name: str, measure: Callable[[], dict[str, Any]]) -> None:
+        print(f"ortdist bench: == {name} ==", file=sys.stderr, flush=True)
+        self.results[name] = measure()
+        self.save()
+
+    # --- builds --------------------------------------------------------------------------------
+    def ortdist_build(self, *extra: str, cold_cache: Path) -> float:
+        """Wall seconds of `ortdist build` as a user runs it, compiler cache pointed at ``cold_cache``.
+        ``self.last_steps`` keeps that build's per-step times (configure + compile compare with
+        build.py, which neither packages, repairs nor checks)."""
+        env = {**os.environ, "ORTDIST_COMPILER_CACHE_DIR": str(cold_cache)}
+        dist = self.work / "ours-dist"
+        start = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "ortdist", "build", self.recipe, "--dist", str(dist), "-j", str(self.jobs), *extra],
+            cwd=self.project,
+            env=env,
+            text=True,
+            capture_output=True,
+            check=False,
+        )
+        seconds = time.monotonic() - start
+        (self.out / "ours-build.log").open("a").write(proc.stderr)
+        if proc.returncode != 0:
+            raise BuildError(f"ortdist build failed in the benchmark: {proc.stderr[-1500:]}", where=self.recipe)
+        manifest = json.loads((dist / self.recipe / "manifest.json").read_text(encoding="utf-8"))
+        self.last_steps = dict(manifest["build_times_s"])
+        return seconds
+
+    def buildpy(self, phase: str, cold_cache: Path) -> float:
+        """Wall seconds of ORT's build.py inside the same sysroot, on the same patched source."""
+        root = self.toolchain.ensure_build_root(self.cache, sys.stderr)
+        src = self.cache.sources / f"onnxruntime-{self.plan.version.version}-{self.plan.source_key}"
+        deps = {
+            d.name: self.cache.sources / f"{d.pypi_sdist}-{d.version}-{d.sha256[:12]}" for d in self.plan.version.deps
+        }
+        binds = [
+            Bind(src, IN_ROOT / "source", read_only=True),
+            Bind(self.plan.toolchain.shims_dir, IN_ROOT / "shims", read_only=True),
+            Bind(self.work / "buildpy", IN_ROOT_BENCH),
+            Bind(cold_cache, Path(self.plan.compiler_cache.in_root_dir)),
+            *(Bind(path, IN_ROOT / "deps" / name, read_only=True) for name, path in deps.items()),
+        ]
+        env = self.plan.compiler_cache.env(os.environ)  # the same cache settings as ours, other directory
+        argv = buildpy_argv(self.plan, str(IN_ROOT_BENCH / "build"), self.jobs, phase)
+        script = f"cd {IN_ROOT / 'source'} && {' '.join(_quote(a) for a in argv)}"
+        start = time.monotonic()
+        with (self.out / "buildpy.log").open("a", encoding="utf-8") as log:
+            code = run.stream(
+                self.toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds, env=env),
+                on_line=lambda _l: None,
+                log=log,
+            )
+        seconds = time.monotonic() - start
+        if code != 0:
+            raise BuildError(f"build.py --{phase} failed (exit {code})", where=str(self.out / "buildpy.log"))
+        return seconds
+
+    def touch_one_file(self) -> Callable[[], None]:
+        """Change one source file by a comment line; returns the undo."""
+        src = self.cache.sources / f"onnxruntime-{self.plan.version.version}-{self.plan.source_key}" / ONE_FILE
+        original = src.read_bytes()
+        src.write_bytes(original + b"\n// ortdist bench: one-file-change rebuild\n")
+
+        def undo() -> None:
+            src.write_bytes(original)
+
+        return undo
+
+    def measure_build(self) -> dict[str, Any]:
+        for d in ("buildpy", "ours-dist", "cold-ccache-ours", "cold-ccache-buildpy"):
+            remove_tree(self.work / d)
+        (self.work / "buildpy").mkdir(parents=True)
+        ours_cache, their_cache = self.work / "cold-ccache-ours", self.work / "cold-ccache-buildpy"
+        ours_cache.mkdir(parents=True)
+        their_cache.mkdir(parents=True)
+        figures: dict[str, Any] = {}
+        # Make sure the sysroot and the patched source exist (cheap when they do): build.py runs
+        # on exactly those, and neither driver's cold figure then includes creating them.
+        self.ortdist_build(cold_cache=self.cache.root / self.plan.compiler_cache.cache_dir)
+        figures["buildpy_cold_s"] = self.buildpy("update", their_cache) + self.buildpy("build", their_cache)
+        figures["ours_cold_s"] = self.ortdist_build("--fresh", cold_cache=ours_cache)
+        figures["ours_cold_steps"] = self.last_steps
+        figures["buildpy_noop_s"] = self.buildpy("build", their_cache)
+        figures["ours_noop_s"] = self.ortdist_build(cold_cache=ours_cache)
+        figures["ours_noop_steps"] = self.last_steps
+        undo = self.touch_one_file()
+        try:
+            figures["buildpy_one_file_s"] = self.buildpy("build", their_cache)
+            figures["ours_one_file_s"] = self.ortdist_build(cold_cache=ours_cache)
+            figures["ours_one_file_steps"] = self.last_steps
+        finally:
+            undo()
+        self.ortdist_build(cold_cache=ours_cache)  # back to the pristine objects
+        manifest = json.loads((self.work / "ours-dist" / self.recipe / "manifest.json").read_text())
+        figures["ours_wheel"] = next(a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel")
+        return figures
+
+    # --- sizes ---------------------------------------------------------------------------------
+    def our_wheel(self) -> Path:
+        """The wheel the build part just made, else the one in dist/<recipe>/ (built if missing)."""
+        for out in (self.work / "ours-dist" / self.recipe, self.project / "dist" / self.recipe):
+            manifest_file = out / "manifest.json"
+            if manifest_file.is_file():
+                manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+                return out / str(next(a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel"))
+        self.ortdist_build(cold_cache=self.cache.root / self.plan.compiler_cache.cache_dir)
+        return self.our_wheel()
+
+    def official_wheel(self) -> Path:
+        house = self.work / "official"
+        house.mkdir(parents=True, exist_ok=True)
+        python = self.plan.python[0]
+        argv = pip_download_argv(house, python, ["--no-deps", f"onnxruntime=={self.plan.version.version}"])
+        run.capture(argv, error=CheckError, what=f"downloading PyPI's onnxruntime for CPython {python}")
+        wheels = sorted(house.glob(f"onnxruntime-{self.plan.version.version}-*.whl"))
+        if not wheels:
+            raise CheckError("PyPI's onnxruntime wheel did not download", where=str(house))
+        return wheels[0]
+
+    def measure_size(self) -> dict[str, Any]:
+        ours, theirs = self.our_wheel(), self.official_wheel()
+        return {
+            "ours": {"wheel": ours.name, "bytes": ours.stat().st_size, "native": native_sizes(ours)},
+            "official": {"wheel": theirs.name, "bytes": theirs.stat().st_size, "native": native_sizes(theirs)},
+        }
+
+    # --- inference and smoke -------------------------------------------------------------------
+    def measure_inference(self, rounds: int = 2, runs: int = 300) -> dict[str, Any]:
+        from ..smoke.run_suite import smoke_wheel
+
+        wheels = {"ours": self.our_wheel(), "official": self.official_wheel()}
+        medians: dict[str, dict[str, list[float]]] = {"ours": {}, "official": {}}
+        outputs: dict[str, Path] = {}
+        for r in range(rounds):
+            order = ["official", "ours"] if r % 2 == 0 else ["ours", "official"]
+            for who in order:
+                saved = self.work / "outputs" / who
+                report, _ = smoke_wheel(
+                    wheels[who],
+                    self.work / "smoke" / who,
+                    self.cache,
+                    self.toolchain,
+                    with_node_tests=False,
+                    latency={"runs": runs, "warmup": 20, "threads": 1},
+                    save_outputs=saved,
+                )
+                outputs[who] = saved
+                for v in report["models"]:
+                    if v["provider"] == "CPUExecutionProvider" and v.get("latency_ms") is not None:
+                        medians[who].setdefault(v["name"], []).append(v["latency_ms"])
+        models = sorted(set(medians["ours"]) & set(medians["official"]))
+        table = {}
+        for m in models:
+            ours_ms = statistics.median(medians["ours"][m])
+            theirs_ms = statistics.median(medians["official"][m])
+            table[m] = {
+                "ours_ms": ours_ms,
+                "official_ms": theirs_ms,
+                "ratio": ours_ms / theirs_ms,
+                "max_output_diff": max_output_diff(
+                    outputs["ours"] / f"CPUExecutionProvider__{m}.npz",
+                    outputs["official"] / f"CPUExecutionProvider__{m}.npz",
+                ),
+            }
+        return {"rounds": rounds, "runs": runs, "threads": 1, "models": table}
+
+    def measure_smoke(self) -> dict[str, Any]:
+        from ..smoke.run_suite import smoke_wheel
+
+        times = {}
+        for who, wheel in (("official", self.official_wheel()), ("ours", self.our_wheel())):
+            start = time.monotonic()
+            report, _ = smoke_wheel(wheel, self.work / "smoke-full" / who, self.cache, self.toolchain)
+            times[who] = {"seconds": time.monotonic() - start, "passed": report["passed"]}
+        return times
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
+
+
+def native_sizes(wheel: Path) -> dict[str, int]:
+    """Bytes of the native libraries in a wheel (ORT's own and bundled), by member name."""
+    with zipfile.ZipFile(wheel) as zf:
+        return {i.filename: i.file_size for i in zf.infolist() if ".so" in i.filename.rsplit("/", 1)[-1]}
+
+
+def max_output_diff(a: Path, b: Path) -> float:
+    import numpy as np
+
+    with np.load(a) as x, np.load(b) as y:
+        diffs = [
+            float(np.max(np.abs(x[k].astype(np.float64) - y[k].astype(np.float64)))) if x[k].size else 0.0
+            for k in x.files
+        ]
+    return max(diffs) if diffs else 0.0
+
+
+def _ratio(ours: float | None, theirs: float | None) -> str:
+    return f"{ours / theirs:.2f}x" if ours and theirs else "-"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The table the issue note quotes: each figure ours vs theirs, with the ratio."""
+    lines = ["| figure | ortdist | reference | ratio (ortdist / reference) |", "|---|---|---|---|"]
+    build = results.get("build", {})
+    for key, label in (("cold", "cold build"), ("noop", "no-op rebuild"), ("one_file", "one-file-change rebuild")):
+        ours, theirs = build.get(f"ours_{key}_s"), build.get(f"buildpy_{key}_s")
+        if ours is not None:
+            lines.append(f"| {label} (vs ORT build.py) | {ours:.1f} s | {theirs:.1f} s | {_ratio(ours, theirs)} |")
+        steps = build.get(f"ours_{key}_steps")
+        if steps and theirs:
+            core = steps.get("configure", 0.0) + steps.get("build", 0.0)
+            lines.append(
+                f"| {label}: configure + compile steps only | {core:.1f} s | {theirs:.1f} s | {_ratio(core, theirs)} |"
+            )
+    size = results.get("size")
+    if size:
+        o, t = size["ours"], size["official"]
+        lines.append(f"| wheel bytes (vs PyPI) | {o['bytes']:,} | {t['bytes']:,} | {_ratio(o['bytes'], t['bytes'])} |")
+        for key in sorted(o["native"]):
+            name = key.rsplit("/", 1)[-1]
+            twin = next((v for k, v in t["native"].items() if k.rsplit("/", 1)[-1] == name), None)
+            if twin:
+                lines.append(f"| {name} bytes | {o['native'][key]:,} | {twin:,} | {_ratio(o['native'][key], twin)} |")
+        ours_libs = sum(v for k, v in o["native"].items() if ".libs/" in k)
+        lines.append(f"| bundled system libraries bytes | {ours_libs:,} | 0 (static) | - |")
+    inference = results.get("inference", {})
+    for model, m in sorted(inference.get("models", {}).items()):
+        lines.append(
+            f"| {model} median latency, 1 thread (vs PyPI) | {m['ours_ms']:.4f} ms | {m['official_ms']:.4f} ms | "
+            f"{m['ratio']:.2f}x (max output diff {m['max_output_diff']:.2g}) |"
+        )
+    smoke = results.get("smoke", {})
+    if smoke:
+        o, t = smoke["ours"], smoke["official"]
+        lines.append(
+            f"| smoke suite wall time (vs PyPI wheel) | {o['seconds']:.1f} s | {t['seconds']:.1f} s | "
+            f"{_ratio(o['seconds'], t['seconds'])} |"
+        )
+    lines.append("")
+    lines.append("Slim artifacts vs the full build: no slim recipe exists yet (issue: slim builds).")
+    return "\n".join(lines) + "\n"
+
+
+def run_bench(project: Path, recipe: str, jobs: int, only: list[str]) -> Path:
+    bench = Bench(project=project, recipe=recipe, jobs=jobs)
+    wanted = only or list(PARTS)
+    if "build" in wanted:
+        bench.step("build", bench.measure_build)
+    if "size" in wanted:
+        bench.step("size", bench.measure_size)
+    if "inference" in wanted:
+        bench.step("inference", bench.measure_inference)
+    if "smoke" in wanted:
+        bench.step("smoke", bench.measure_smoke)
+    return bench.out / "results.md"

@@ -1,0 +1,254 @@
+"""dist/report.html: one static page for a set of builds, readable offline.
+
+For every recipe in dist/: the smoke matrix (EP x reference model: share of nodes on the EP,
+max error, median latency), the artifacts and what takes the space in the wheel (a bar chart),
+build times, the compiler-cache hit rate, and the SBOM summary; benchmark results when
+dist/bench/results.json exists. Collecting reads files; rendering is a pure function of the
+collected data. The chart is drawn in the browser from data embedded in the page (no network),
+so a headless Chromium can prove it rendered.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import sbom
+from .errors import CheckError
+
+# Wheel members grouped by what they are, in display order (first match wins).
+_GROUPS: list[tuple[str, re.Pattern[str]]] = [
+    ("Python binding (ORT core linked in)", re.compile(r"onnxruntime/capi/onnxruntime_pybind11_state.*\.so$")),
+    ("libonnxruntime (C API)", re.compile(r"onnxruntime/capi/libonnxruntime\.so")),
+    ("EP provider libraries", re.compile(r"onnxruntime/capi/libonnxruntime_providers_.*\.so$")),
+    ("bundled system libraries", re.compile(r"^[^/]+\.libs/")),
+    ("Python code and data", re.compile(r"\.(py|pyi|json|txt|onnx|pb)$")),
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecipeReport:
+    recipe: str
+    manifest: dict[str, Any]
+    smoke: list[dict[str, Any]] = field(default_factory=list)
+    space: dict[str, int] = field(default_factory=dict)  # group -> uncompressed bytes in the wheel
+    largest: list[tuple[str, int]] = field(default_factory=list)
+    sbom: dict[str, Any] | None = None
+
+
+def wheel_space(wheel: Path) -> tuple[dict[str, int], list[tuple[str, int]]]:
+    """Uncompressed bytes per group, and the ten largest members."""
+    groups: dict[str, int] = {name: 0 for name, _ in _GROUPS}
+    groups["other"] = 0
+    members: list[tuple[str, int]] = []
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            members.append((info.filename, info.file_size))
+            group = next((name for name, pattern in _GROUPS if pattern.search(info.filename)), "other")
+            groups[group] += info.file_size
+    members.sort(key=lambda m: (-m[1], m[0]))
+    return {k: v for k, v in groups.items() if v}, members[:10]
+
+
+def collect(dist: Path) -> list[RecipeReport]:
+    """Every dist/<recipe>/ with a manifest, with its smoke reports, wheel breakdown and SBOM."""
+    reports: list[RecipeReport] = []
+    for manifest_file in sorted(dist.glob("*/manifest.json")):
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        out = manifest_file.parent
+        smoke = [
+            json.loads(p.read_text(encoding="utf-8"))
+            for p in sorted((out / "smoke").glob("*.json"))
+            if not p.name.endswith(".junit.json")
+        ]
+        wheel = next((out / a["path"] for a in manifest.get("artifacts", []) if a["kind"] == "wheel"), None)
+        space, largest = wheel_space(wheel) if wheel and wheel.is_file() else ({}, [])
+        document = None
+        artifact = wheel or next((out / a["path"] for a in manifest.get("artifacts", [])), None)
+        if artifact and artifact.is_file():
+            try:
+                document = sbom.summary(sbom.read_artifact_sbom(artifact))
+            except CheckError:
+                document = None
+        reports.append(
+            RecipeReport(
+                recipe=manifest.get("recipe", out.name),
+                manifest=manifest,
+                smoke=smoke,
+                space=space,
+                largest=largest,
+                sbom=document,
+            )
+        )
+    if not reports:
+        raise CheckError(
+            f"no builds to report on in {dist}", where=str(dist), fix="build a recipe first: nox -s build-cpu-linux"
+        )
+    return reports
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.2f} MB"
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _smoke_matrix(r: RecipeReport) -> str:
+    rows = []
+    for report in r.smoke:
+        for v in report.get("models", []):
+            latency = v.get("latency_ms")
+            status = "skip" if v.get("skipped") else "pass" if v.get("passed") else "fail"
+            rows.append(
+                f"<tr class='{status}'><td>{_e(v['provider'].removesuffix('ExecutionProvider'))}</td>"
+                f"<td>{_e(v['name'])}</td><td>{v.get('share', 0):.0%}</td><td>{v.get('max_abs_err', 0):.2g}</td>"
+                f"<td>{v.get('seconds', 0) * 1000:.2f}</td><td>{'-' if latency is None else f'{latency:.3f}'}</td>"
+                f"<td>{_e(status.upper() if status != 'fail' else 'FAIL: ' + v.get('message', ''))}</td></tr>"
+            )
+    if not rows:
+        return "<p class='none'>No smoke report yet: <code>nox -s smoke -- dist/&lt;recipe&gt;/*.whl</code></p>"
+    node = "; ".join(
+        f"{p.removesuffix('ExecutionProvider')} {c['passed']} passed / {c['failed']} failed"
+        for report in r.smoke
+        for p, c in report.get("node_tests", {}).items()
+    )
+    return (
+        "<table class='smoke-matrix'><thead><tr><th>EP</th><th>model</th><th>nodes on EP</th>"
+        "<th>max abs err</th><th>first run ms</th><th>median ms</th><th>result</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table><p>ONNX node tests: {_e(node or 'not run')}</p>"
+    )
+
+
+def _build_facts(r: RecipeReport) -> str:
+    times = r.manifest.get("build_times_s", {})
+    cache = r.manifest.get("compiler_cache") or r.manifest.get("ccache") or {}
+    hits = sum(v for k, v in cache.items() if "hit" in k and isinstance(v, int))
+    misses = int(cache.get("cache_miss", 0))
+    rate = f"{hits / (hits + misses):.1%} ({hits} hits, {misses} misses)" if hits + misses else "no compiles"
+    steps = "".join(f"<tr><td>{_e(k)}</td><td>{v:.1f} s</td></tr>" for k, v in times.items())
+    artifacts = "".join(
+        f"<tr><td>{_e(a['kind'])}</td><td>{_e(a['path'])}</td><td>{_mb(a['size'])}</td>"
+        f"<td><code>{_e(a['sha256'][:16])}</code></td></tr>"
+        for a in r.manifest.get("artifacts", [])
+    )
+    return (
+        "<div class='facts'><table class='times'><thead><tr><th>step</th><th>time</th></tr></thead>"
+        f"<tbody>{steps}</tbody></table>"
+        f"<p class='cache'>Compiler cache ({_e(cache.get('name', 'ccache'))}): {rate}</p></div>"
+        "<table class='artifacts'><thead><tr><th>kind</th><th>file</th><th>size</th><th>sha256</th></tr></thead>"
+        f"<tbody>{artifacts}</tbody></table>"
+    )
+
+
+def _sbom_summary(r: RecipeReport) -> str:
+    s = r.sbom
+    if not s:
+        return "<p class='none'>No SBOM in these artifacts.</p>"
+    patches = "".join(f"<li>{_e(p)}</li>" for p in s["source"]["patches"])
+    bundled = len(s["bundled"])
+    origins = sorted({(b["from"] or "unknown").split(" ")[0] for b in s["bundled"]})
+    return (
+        f"<ul class='sbom'><li>source: onnxruntime {_e(s['source']['version'])}, sha256 "
+        f"<code>{_e(s['source']['sha256'])}</code></li><li>patches:<ul>{patches}</ul></li>"
+        f"<li>compiled in: {_e(', '.join(s['deps']))}</li><li>toolchain: {_e(s['toolchain'])}</li>"
+        f"<li>bundled libraries: {bundled} from {_e(', '.join(origins) or '-')}</li></ul>"
+    )
+
+
+def _bench(dist: Path) -> str:
+    table = dist / "bench" / "results.md"
+    if not table.is_file():
+        return ""
+    return f"<section id='bench'><h2>Benchmarks</h2><pre>{_e(table.read_text(encoding='utf-8'))}</pre></section>"
+
+
+_STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+h1{margin-bottom:0}section.recipe{border-top:2px solid #ccc;margin-top:2em}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}
+tr.pass td:last-child{color:#070}tr.fail td{background:#fdd}tr.skip td:last-child{color:#777}
+.facts{display:flex;gap:2em;align-items:flex-start}svg.space text{font-size:12px}
+"""
+
+_SCRIPT = """
+for (const el of document.querySelectorAll('svg.space')) {
+  const data = JSON.parse(el.dataset.bars);
+  const max = Math.max(...data.map(d => d[1]));
+  const ns = 'http://www.w3.org/2000/svg';
+  data.forEach(([label, bytes], i) => {
+    const y = i * 24 + 4;
+    const bar = document.createElementNS(ns, 'rect');
+    bar.setAttribute('class', 'bar'); bar.setAttribute('x', 260); bar.setAttribute('y', y);
+    bar.setAttribute('height', 18); bar.setAttribute('width', Math.max(1, 420 * bytes / max));
+    bar.setAttribute('fill', '#4a7bd0');
+    const name = document.createElementNS(ns, 'text');
+    name.setAttribute('x', 0); name.setAttribute('y', y + 14); name.textContent = label;
+    const size = document.createElementNS(ns, 'text');
+    size.setAttribute('x', 266 + 420 * bytes / max); size.setAttribute('y', y + 14);
+    size.textContent = (bytes / 1e6).toFixed(2) + ' MB';
+    el.append(bar, name, size);
+  });
+  el.setAttribute('height', data.length * 24 + 8);
+  el.dataset.rendered = String(data.length);
+}
+"""
+
+
+def render(reports: list[RecipeReport], bench_html: str = "") -> str:
+    sections = []
+    for r in reports:
+        m = r.manifest
+        bars = json.dumps(sorted(r.space.items(), key=lambda kv: -kv[1]))
+        largest = "".join(f"<tr><td>{_e(n)}</td><td>{_mb(s)}</td></tr>" for n, s in r.largest)
+        sections.append(
+            f"<section class='recipe' id='{_e(r.recipe)}'><h2>{_e(r.recipe)}</h2>"
+            f"<p>{_e(m.get('description', ''))}</p>"
+            f"<p>ONNX Runtime {_e(m.get('ort_version'))} for {_e(m.get('target'))}; EPs: "
+            f"{_e(', '.join(m.get('provider_names', [])))}; {_e(m.get('build_type'))}</p>"
+            f"<h3>Smoke matrix</h3>{_smoke_matrix(r)}"
+            f"<h3>Build</h3>{_build_facts(r)}"
+            f"<h3>What takes the space in the wheel (uncompressed)</h3>"
+            f"<svg class='space' width='800' height='10' data-bars='{_e(bars)}'></svg>"
+            f"<table class='largest'><thead><tr><th>largest members</th><th>size</th></tr></thead>"
+            f"<tbody>{largest}</tbody></table>"
+            f"<h3>SBOM</h3>{_sbom_summary(r)}</section>"
+        )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>ortdist build report</title>"
+        f"<style>{_STYLE}</style></head><body><h1>ortdist build report</h1>"
+        f"<p>{len(reports)} build(s): {_e(', '.join(r.recipe for r in reports))}</p>"
+        f"{''.join(sections)}{bench_html}<script>{_SCRIPT}</script></body></html>\n"
+    )
+
+
+def write_report(dist: Path, out: Path) -> Path:
+    from .fsutil import atomic_write_text
+
+    atomic_write_text(out, render(collect(dist), _bench(dist)))
+    return out
+
+
+def chromium_render(page: Path, screenshot: Path | None = None) -> str:
+    """The page's DOM after a real headless Chromium ran its script; optionally a PNG of it.
+
+    Debian's `chromium` is installed on demand (apt) like the other host tools."""
+    from . import run
+    from .toolchains.debian_sysroot import require_host_tools
+
+    require_host_tools("chromium")
+    base = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--window-size=1300,3000"]
+    url = page.resolve().as_uri()
+    if screenshot is not None:
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        run.capture([*base, f"--screenshot={screenshot}", url], error=CheckError, what="chromium screenshot")
+    dom: str = run.capture([*base, "--dump-dom", url], error=CheckError, what="chromium --dump-dom").stdout
+    return dom

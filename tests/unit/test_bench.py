@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ortdist.bench.run import markdown, max_output_diff
+
+
+def test_markdown_puts_each_figure_beside_its_reference_with_the_ratio() -> None:
+    results = {
+        "build": {"ours_cold_s": 1500.0, "buildpy_cold_s": 1600.0, "ours_noop_s": 30.0, "buildpy_noop_s": 3.0},
+        "size": {
+            "ours": {"bytes": 110, "native": {"onnxruntime/capi/x.so": 50, "onnxruntime.libs/libre2-1.so.11": 10}},
+            "official": {"bytes": 100, "native": {"onnxruntime/capi/x.so": 40}},
+        },
+        "inference": {"models": {"cnn": {"ours_ms": 0.02, "official_ms": 0.025, "ratio": 0.8, "max_output_diff": 0}}},
+        "smoke": {"ours": {"seconds": 20.0, "passed": True}, "official": {"seconds": 16.0, "passed": True}},
+    }
+    table = markdown(results)
+    assert "| cold build (vs ORT build.py) | 1500.0 s | 1600.0 s | 0.94x |" in table
+    assert "| no-op rebuild (vs ORT build.py) | 30.0 s | 3.0 s | 10.00x |" in table
+    assert "one-file-change" not in table  # not measured, not invented
+    assert "| wheel bytes (vs PyPI) | 110 | 100 | 1.10x |" in table
+    assert "| x.so bytes | 50 | 40 | 1.25x |" in table
+    assert "| bundled system libraries bytes | 10 | 0 (static) | - |" in table
+    assert "| cnn median latency, 1 thread (vs PyPI) | 0.0200 ms | 0.0250 ms | 0.80x (max output diff 0) |" in table
+    assert "| smoke suite wall time (vs PyPI wheel) | 20.0 s | 16.0 s | 1.25x |" in table
+
+
+def test_max_output_diff_compares_every_output(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    np.savez(a, y=np.array([1.0, 2.0], np.float32), z=np.array([3], np.int64))
+    np.savez(b, y=np.array([1.0, 2.5], np.float32), z=np.array([3], np.int64))
+    assert max_output_diff(a, b) == 0.5

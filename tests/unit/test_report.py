@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ortdist.errors import CheckError
+from ortdist.report import RecipeReport, collect, render, wheel_space
+
+
+def test_wheel_space_groups_members_by_what_they_are(tmp_path: Path) -> None:
+    wheel = tmp_path / "w.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("onnxruntime/capi/onnxruntime_pybind11_state.so", b"x" * 300)
+        zf.writestr("onnxruntime/capi/libonnxruntime_providers_dnnl.so", b"x" * 50)
+        zf.writestr("onnxruntime_dnnl.libs/libdnnl-565aea08.so.3.7", b"x" * 500)
+        zf.writestr("onnxruntime/__init__.py", b"x" * 7)
+    groups, largest = wheel_space(wheel)
+    assert groups == {
+        "Python binding (ORT core linked in)": 300,
+        "EP provider libraries": 50,
+        "bundled system libraries": 500,
+        "Python code and data": 7,
+    }
+    assert largest[0] == ("onnxruntime_dnnl.libs/libdnnl-565aea08.so.3.7", 500)
+
+
+def test_render_shows_failures_and_escapes_what_it_prints() -> None:
+    smoke = {
+        "models": [
+            {
+                "provider": "DnnlExecutionProvider",
+                "name": "transformer",
+                "share": 0.96,
+                "max_abs_err": 1.04,
+                "seconds": 0.004,
+                "latency_ms": 0.05,
+                "passed": False,
+                "skipped": False,
+                "message": "outputs differ <b>",
+            },
+        ],
+        "node_tests": {"DnnlExecutionProvider": {"passed": 1014, "failed": 153}},
+    }
+    manifest = {
+        "recipe": "dnnl-linux",
+        "artifacts": [],
+        "build_times_s": {"total": 30.0},
+        "compiler_cache": {"name": "sccache", "cache_hit": 3, "cache_miss": 1},
+    }
+    page = render([RecipeReport(recipe="dnnl-linux", manifest=manifest, smoke=[smoke], space={"a": 1})])
+    assert "<tr class='fail'><td>Dnnl</td><td>transformer</td><td>96%</td><td>1</td>" in page
+    assert "FAIL: outputs differ &lt;b&gt;" in page
+    assert "Dnnl 1014 passed / 153 failed" in page
+    assert "Compiler cache (sccache): 75.0% (3 hits, 1 misses)" in page
+    assert "http" not in page.replace("http://www.w3.org/2000/svg", "")  # nothing fetched from a network
+
+
+def test_collect_refuses_an_empty_dist(tmp_path: Path) -> None:
+    with pytest.raises(CheckError, match="no builds to report on"):
+        collect(tmp_path)
