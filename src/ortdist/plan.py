@@ -108,6 +108,11 @@ def distribution_name(providers: tuple[ExecutionProvider, ...]) -> str:
     return "-".join(["onnxruntime", *suffixes])
 
 
+def in_root(value: str) -> str:
+    """A toolchain define as seen inside the root: ``{shims}`` is where cmake-shims/ is bound."""
+    return value.replace("{shims}", str(IN_ROOT_SHIMS))
+
+
 def resolve_providers(recipe: Recipe) -> tuple[ExecutionProvider, ...]:
     table = registry.providers()
     wanted = {"cpu", *recipe.execution_providers}
@@ -176,11 +181,11 @@ def make_plan(
     for dep in version.deps:
         defines[f"FETCHCONTENT_SOURCE_DIR_{dep.name.upper()}"] = str(IN_ROOT_DEPS / dep.name)
     for key, value in toolchain.cmake.items():
-        defines[key] = value.replace("{shims}", str(IN_ROOT_SHIMS))
+        defines[key] = in_root(value)
     for ep in providers:
         defines.update(ep.cmake)
         for key, value in toolchain.ep_cmake.get(ep.name, {}).items():
-            defines[key] = value.replace("{shims}", str(IN_ROOT_SHIMS))
+            defines[key] = in_root(value)
     defines.update(recipe.cmake_defines)
 
     steps = ["toolchain", "source", "configure", "build"]

@@ -44,6 +44,7 @@ class ExecutionProvider:
     wheel_suffix: str
     summary: str
     provider_library: str = ""
+    build_py_flag: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +153,7 @@ def parse_providers(data: dict[str, Any], known_targets: dict[str, Target]) -> d
             "wheel_suffix",
             "summary",
             "provider_library",
+            "build_py_flag",
         }
         if extra:
             raise DataError(f"unknown key(s) {sorted(extra)}", where=where)
@@ -165,6 +167,7 @@ def parse_providers(data: dict[str, Any], known_targets: dict[str, Target]) -> d
             wheel_suffix=_require(entry, "wheel_suffix", str, where),
             summary=_require(entry, "summary", str, where),
             provider_library=entry.get("provider_library", ""),
+            build_py_flag=entry.get("build_py_flag", ""),
         )
     cpu = out.get("cpu")
     if cpu is None or cpu.cmake or cpu.provider != "CPUExecutionProvider":

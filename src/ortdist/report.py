@@ -63,12 +63,10 @@ def collect(dist: Path) -> list[RecipeReport]:
     for manifest_file in sorted(dist.glob("*/manifest.json")):
         manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
         out = manifest_file.parent
-        smoke = [
-            json.loads(p.read_text(encoding="utf-8"))
-            for p in sorted((out / "smoke").glob("*.json"))
-            if not p.name.endswith(".junit.json")
-        ]
         wheel = next((out / a["path"] for a in manifest.get("artifacts", []) if a["kind"] == "wheel"), None)
+        # The smoke report of the wheel this manifest lists; reports of older wheels are stale.
+        report_file = out / "smoke" / f"{wheel.stem}.json" if wheel else None
+        smoke = [json.loads(report_file.read_text(encoding="utf-8"))] if report_file and report_file.is_file() else []
         space, largest = wheel_space(wheel) if wheel and wheel.is_file() else ({}, [])
         document = None
         artifact = wheel or next((out / a["path"] for a in manifest.get("artifacts", [])), None)

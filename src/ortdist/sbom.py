@@ -242,7 +242,11 @@ def summary(document: Mapping[str, Any]) -> dict[str, Any]:
             for c in comps
             if str(c.get("bom-ref", "")).startswith("bundled:")
         ],
-        "deps": [f"{c['name']} {c['version']}" for c in comps if str(c.get("bom-ref", "")).startswith("source:")],
+        "deps": [
+            f"{c['name']} {c['version']}"
+            for c in comps
+            if str(c.get("bom-ref", "")).startswith("source:") and c.get("bom-ref") != "source:onnxruntime"
+        ],
     }
 
 

@@ -229,10 +229,12 @@ def test_cibuildwheel_accepts_the_generated_configs(project: Path, tmp_path: Pat
     if cibuildwheel is None:
         pytest.skip("cibuildwheel is not installed (nox -s tests installs it)")
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "probe"\nversion = "0"\n')
+    checked = []
     for plan in all_plans(project):
         config = project / "ci" / "cibuildwheel" / f"{plan.recipe.name}.toml"
         if not config.is_file():
             continue
+        checked.append(plan.recipe.name)
         cibw = ci.runner_facts().targets[plan.target.triple].cibuildwheel
         assert cibw is not None
         out = subprocess.run(
@@ -243,6 +245,7 @@ def test_cibuildwheel_accepts_the_generated_configs(project: Path, tmp_path: Pat
         )
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == [f"cp{v.replace('.', '')}-{cibw.identifier}" for v in plan.python]
+    assert checked == ["coreml-macos-arm64", "dml-windows-x64"]  # nothing skipped by accident
 
 
 # --- ci/ in the repository ----------------------------------------------------------------------------

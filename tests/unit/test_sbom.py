@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ortdist import sbom
-from ortdist.errors import CheckError
+from ortdist.errors import CheckError, PackageError
 from ortdist.patches import read_series
 from ortdist.plan import BuildPlan, make_plan
 from ortdist.recipe import load_recipe
@@ -107,11 +107,12 @@ def test_original_soname_undoes_auditwheels_rename() -> None:
 
 def _wheel(path: Path) -> Path:
     files = {"pkg/__init__.py": b"x = 1\n", "pkg-1.0.dist-info/METADATA": b"Name: pkg\nVersion: 1.0\n"}
+    fixed = (2024, 1, 1, 0, 0, 0)  # not "now": two wheels made a second apart must be equal
     with zipfile.ZipFile(path, "w") as zf:
         for name, data in files.items():
-            zf.writestr(name, data)
+            zf.writestr(zipfile.ZipInfo(name, fixed), data)
         record = "".join(f"{n},sha256=x,{len(d)}\n" for n, d in files.items()) + "pkg-1.0.dist-info/RECORD,,\n"
-        zf.writestr("pkg-1.0.dist-info/RECORD", record)
+        zf.writestr(zipfile.ZipInfo("pkg-1.0.dist-info/RECORD", fixed), record)
     return path
 
 
@@ -133,7 +134,7 @@ def test_sbom_goes_into_the_wheel_with_a_correct_record_line(tmp_path: Path) -> 
     again = _wheel(tmp_path / "again" / "pkg-1.0-py3-none-any.whl")
     add_to_dist_info(again, {"sboms/ortdist.cdx.json": payload}, 1741221472)
     assert hashlib.sha256(again.read_bytes()).digest() == hashlib.sha256(wheel.read_bytes()).digest()
-    with pytest.raises(ValueError, match="already has"):
+    with pytest.raises(PackageError, match="already has"):
         add_to_dist_info(wheel, {"sboms/ortdist.cdx.json": payload}, 1741221472)
 
 

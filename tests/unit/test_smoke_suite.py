@@ -52,6 +52,11 @@ def test_plan_cases_follows_expectations() -> None:
     assert ("XnnpackExecutionProvider", "test_abs") in by
     assert unknown == ["RknpuExecutionProvider"]
     assert {c["must_take"] for c in cases if c["suite"] == "node"} == {"none"}
+    # Only model cases of EPs that fuse what they take get the unoptimized attribution run.
+    compiles = {(c["provider"], c["name"]): c["compiles"] for c in cases}
+    assert compiles[("XnnpackExecutionProvider", "cnn")] is True
+    assert compiles[("CPUExecutionProvider", "cnn")] is False
+    assert compiles[("XnnpackExecutionProvider", "test_abs")] is False
 
 
 def case(**kw: Any) -> dict[str, Any]:
@@ -183,3 +188,25 @@ def test_a_compiling_ep_is_credited_with_the_nodes_its_partitions_absorbed() -> 
     )
     assert missing_ops([dnnl], "DnnlExecutionProvider", ("Conv", "MatMul")) == ["MatMul"]
     assert missing_ops([dnnl], "XnnpackExecutionProvider", ("Conv",)) == ["Conv"]
+
+
+def test_a_crashing_case_is_recorded_and_the_runner_resumes_after_it(tmp_path: Path) -> None:
+    import json
+
+    from ortdist.smoke.env import crash_signal, record_crash
+
+    cases = [
+        {"suite": "node", "name": f"t{i}", "provider": "DnnlExecutionProvider", "must_take": "none"} for i in range(3)
+    ]
+    (tmp_path / "plan.json").write_text(json.dumps({"cases": cases}))
+    assert not record_crash(tmp_path, 136)  # no case in flight: a crash outside the cases
+    (tmp_path / "running.txt").write_text("1")
+    assert record_crash(tmp_path, 136)
+    assert not (tmp_path / "running.txt").exists()
+    (line,) = (tmp_path / "progress.jsonl").read_text().splitlines()
+    entry = json.loads(line)
+    assert entry["index"] == 1 and entry["case"]["name"] == "t1"
+    assert entry["case"]["error"] == "crashed: the interpreter died with SIGFPE in this case"
+    assert crash_signal(-11) == "SIGSEGV" and crash_signal(139) == "SIGSEGV" and crash_signal(3) == "exit status 3"
+    (tmp_path / "running.txt").write_text("")  # killed before the index was written
+    assert not record_crash(tmp_path, 137)

@@ -63,8 +63,7 @@ NOT_USED: dict[str, str] = {
     "(-D_FORTIFY_SOURCE=2, -fstack-protector-strong, -O3, -Wl,--strip-all, ...) that ortdist does not use",
 }
 
-# Build.py's execution-provider switches, for the EPs the Debian sysroot provides.
-EP_FLAGS: dict[str, str] = {"xnnpack": "--use_xnnpack", "dnnl": "--use_dnnl"}
+# Build.py's execution-provider switches are registry data: providers.toml `build_py_flag`.
 
 # What build.py's fixed defines change from ORT's CMake option() defaults (CMakeCache.txt diff
 # against ortdist's cpu-linux tree), set back so both trees configure and compile alike.
@@ -139,7 +138,7 @@ def buildpy_argv(plan: BuildPlan, build_dir: str, jobs: int, phase: str) -> list
         raise ValueError(f"build.py has no --config {config!r}; it takes {', '.join(CONFIGS)}")
     if plan.toolchain.kind != "debian-sysroot":
         raise ValueError(f"build.py comparison runs in a debian-sysroot root, not {plan.toolchain.kind!r}")
-    unknown = [ep.name for ep in plan.providers if ep.name != "cpu" and ep.name not in EP_FLAGS]
+    unknown = [ep.name for ep in plan.providers if ep.name != "cpu" and not ep.build_py_flag]
     if unknown:
         raise ValueError(f"no build.py switch mapped for execution provider(s) {', '.join(unknown)}")
 
@@ -163,7 +162,7 @@ def buildpy_argv(plan: BuildPlan, build_dir: str, jobs: int, phase: str) -> list
         argv.append("--build_shared_lib")
     if plan.builds_wheel:
         argv.append("--enable_pybind")
-    argv += [EP_FLAGS[ep.name] for ep in plan.providers if ep.name in EP_FLAGS]
+    argv += [ep.build_py_flag for ep in plan.providers if ep.build_py_flag]
     # Last: nargs="+" takes every following word.
     argv += ["--cmake_extra_defines", *(f"{k}={v}" for k, v in extra_defines(plan).items())]
     return argv

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -26,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import run
+from ..builder import Builder
 from ..cli import plan_for
 from ..errors import BuildError, CheckError
 from ..fsutil import atomic_write_text, remove_tree
-from ..paths import IN_ROOT, Cache
+from ..paths import IN_ROOT, IN_ROOT_BUILD, IN_ROOT_SOURCE, IN_ROOT_WORK, Cache
 from ..toolchains import Bind, Toolchain, make_toolchain
 from ..toolchains.debian_sysroot import pip_download_argv
 from .buildpy import buildpy_argv
@@ -58,6 +60,16 @@ class Bench:
         self.toolchain: Toolchain = make_toolchain(self.plan.toolchain)
         self.work = self.cache.root / "bench"
         self.last_steps: dict[str, float] = {}
+        # The same layout (source, deps, shims, compiler cache) a real build of the recipe uses.
+        self.builder = Builder(
+            plan=self.plan,
+            toolchain=self.toolchain,
+            cache=self.cache,
+            dist=self.work / "ours-dist" / self.recipe,
+            recipe_path=self.recipe_path,
+            jobs=self.jobs,
+        )
+        self.restore_one_file()  # a killed earlier run may have left its change in the source
 
     # --- bookkeeping ---------------------------------------------------------------------------
     def save(self) -> None:
@@ -71,11 +83,11 @@ class Bench:
         self.save()
 
     # --- builds --------------------------------------------------------------------------------
-    def ortdist_build(self, *extra: str, cold_cache: Path) -> float:
-        """Wall seconds of `ortdist build` as a user runs it, compiler cache pointed at ``cold_cache``.
-        ``self.last_steps`` keeps that build's per-step times (configure + compile compare with
-        build.py, which neither packages, repairs nor checks)."""
-        env = {**os.environ, "ORTDIST_COMPILER_CACHE_DIR": str(cold_cache)}
+    def ortdist_build(self, *extra: str, cold_cache: Path | None = None) -> float:
+        """Wall seconds of `ortdist build` as a user runs it, compiler cache pointed at ``cold_cache``
+        (default: the usual one). ``self.last_steps`` keeps that build's per-step times
+        (configure + compile compare with build.py, which neither packages, repairs nor checks)."""
+        env = {**os.environ, **({"ORTDIST_COMPILER_CACHE_DIR": str(cold_cache)} if cold_cache else {})}
         dist = self.work / "ours-dist"
         start = time.monotonic()
         proc = subprocess.run(
@@ -87,7 +99,8 @@ class Bench:
             check=False,
         )
         seconds = time.monotonic() - start
-        (self.out / "ours-build.log").open("a").write(proc.stderr)
+        with (self.out / "ours-build.log").open("a", encoding="utf-8") as log:
+            log.write(proc.stderr)
         if proc.returncode != 0:
             raise BuildError(f"ortdist build failed in the benchmark: {proc.stderr[-1500:]}", where=self.recipe)
         manifest = json.loads((dist / self.recipe / "manifest.json").read_text(encoding="utf-8"))
@@ -97,20 +110,17 @@ class Bench:
     def buildpy(self, phase: str, cold_cache: Path) -> float:
         """Wall seconds of ORT's build.py inside the same sysroot, on the same patched source."""
         root = self.toolchain.ensure_build_root(self.cache, sys.stderr)
-        src = self.cache.sources / f"onnxruntime-{self.plan.version.version}-{self.plan.source_key}"
-        deps = {
-            d.name: self.cache.sources / f"{d.pypi_sdist}-{d.version}-{d.sha256[:12]}" for d in self.plan.version.deps
-        }
+        cache_dir = self.plan.compiler_cache.in_root_dir
+        # Our build's binds, with build.py's own tree and a compiler cache of its own.
         binds = [
-            Bind(src, IN_ROOT / "source", read_only=True),
-            Bind(self.plan.toolchain.shims_dir, IN_ROOT / "shims", read_only=True),
-            Bind(self.work / "buildpy", IN_ROOT_BENCH),
-            Bind(cold_cache, Path(self.plan.compiler_cache.in_root_dir)),
-            *(Bind(path, IN_ROOT / "deps" / name, read_only=True) for name, path in deps.items()),
+            Bind(cold_cache, cache_dir) if b.inside == cache_dir else b
+            for b in self.builder.binds()
+            if b.inside not in (IN_ROOT_BUILD, IN_ROOT_WORK)
         ]
+        binds.append(Bind(self.work / "buildpy", IN_ROOT_BENCH))
         env = self.plan.compiler_cache.env(os.environ)  # the same cache settings as ours, other directory
         argv = buildpy_argv(self.plan, str(IN_ROOT_BENCH / "build"), self.jobs, phase)
-        script = f"cd {IN_ROOT / 'source'} && {' '.join(_quote(a) for a in argv)}"
+        script = f"cd {IN_ROOT_SOURCE} && {shlex.join(argv)}"
         start = time.monotonic()
         with (self.out / "buildpy.log").open("a", encoding="utf-8") as log:
             code = run.stream(
@@ -124,15 +134,20 @@ class Bench:
         return seconds
 
     def touch_one_file(self) -> Callable[[], None]:
-        """Change one source file by a comment line; returns the undo."""
-        src = self.cache.sources / f"onnxruntime-{self.plan.version.version}-{self.plan.source_key}" / ONE_FILE
+        """Change one source file by a comment line; returns the undo. The original is saved
+        first, so a run killed before the undo is repaired by the next one (restore_one_file)."""
+        src = self.builder.source_dir / ONE_FILE
+        saved = self.work / "one-file.orig"
         original = src.read_bytes()
+        saved.write_bytes(original)
         src.write_bytes(original + b"\n// ortdist bench: one-file-change rebuild\n")
+        return self.restore_one_file
 
-        def undo() -> None:
-            src.write_bytes(original)
-
-        return undo
+    def restore_one_file(self) -> None:
+        saved = self.work / "one-file.orig"
+        if saved.is_file():
+            (self.builder.source_dir / ONE_FILE).write_bytes(saved.read_bytes())
+            saved.unlink()
 
     def measure_build(self) -> dict[str, Any]:
         for d in ("buildpy", "ours-dist", "cold-ccache-ours", "cold-ccache-buildpy"):
@@ -144,7 +159,7 @@ class Bench:
         figures: dict[str, Any] = {}
         # Make sure the sysroot and the patched source exist (cheap when they do): build.py runs
         # on exactly those, and neither driver's cold figure then includes creating them.
-        self.ortdist_build(cold_cache=self.cache.root / self.plan.compiler_cache.cache_dir)
+        self.ortdist_build()
         figures["buildpy_cold_s"] = self.buildpy("update", their_cache) + self.buildpy("build", their_cache)
         figures["ours_cold_s"] = self.ortdist_build("--fresh", cold_cache=ours_cache)
         figures["ours_cold_steps"] = self.last_steps
@@ -171,7 +186,7 @@ class Bench:
             if manifest_file.is_file():
                 manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
                 return out / str(next(a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel"))
-        self.ortdist_build(cold_cache=self.cache.root / self.plan.compiler_cache.cache_dir)
+        self.ortdist_build()
         return self.our_wheel()
 
     def official_wheel(self) -> Path:
@@ -241,12 +256,6 @@ class Bench:
             report, _ = smoke_wheel(wheel, self.work / "smoke-full" / who, self.cache, self.toolchain)
             times[who] = {"seconds": time.monotonic() - start, "passed": report["passed"]}
         return times
-
-
-def _quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)
 
 
 def native_sizes(wheel: Path) -> dict[str, int]:

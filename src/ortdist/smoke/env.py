@@ -145,8 +145,11 @@ def record_crash(workdir: Path, code: int) -> bool:
     running = workdir / "running.txt"
     if not running.is_file():
         return False
-    index = int(running.read_text().strip())
+    text = running.read_text().strip()
     running.unlink()
+    if not text.isdigit():  # killed between creating the file and writing the index
+        return False
+    index = int(text)
     case = json.loads((workdir / "plan.json").read_text())["cases"][index]
     crashed = {k: case[k] for k in ("suite", "name", "provider", "must_take")} | {
         "status": "error",

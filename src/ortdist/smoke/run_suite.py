@@ -101,8 +101,14 @@ def smoke_wheel(
     result_file = workdir / "result.json"
     result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {}
     if "import_error" in result or not result_file.is_file():
-        last = (result.get("import_error") or "no result (see log)").strip().splitlines()[-1]
-        verdicts = [Verdict.failure("import", "-", f"the wheel cannot be imported: {last}")]
+        progress = workdir / "progress.jsonl"
+        if not result and progress.is_file():
+            crashes = progress.read_text(encoding="utf-8").count('"crashed: ')
+            problem = f"the runner crashed in {crashes} cases, more than the {env.MAX_CRASHES} allowed"
+        else:
+            last = (result.get("import_error") or "no result (see log)").strip().splitlines()[-1]
+            problem = f"the wheel cannot be imported: {last}"
+        verdicts = [Verdict.failure("import", "-", problem)]
         claimed_final: list[str] = claimed or []
     else:
         available = result.get("available_providers", [])

@@ -121,8 +121,9 @@ def run_case(
         out["ops"] = ops
         out["share"] = share_on(placement, case["provider"])
         nodes = case.get("nodes") or {}
-        if nodes and any(p == case["provider"] and model_node(n) not in nodes for n, p in placement.items()):
-            # A compiling EP: attribute its fused nodes to the model's nodes (see absorbed_nodes).
+        if case.get("compiles") and nodes:
+            # An EP that fuses what it takes into nodes of its own: credit it with the model nodes
+            # those fused nodes absorbed (see proof.absorbed_nodes).
             plain = unoptimized_placement(ort, case, providers, inputs, names, profile_dir)
             out["absorbed"] = absorbed_nodes(plain, nodes, case["provider"])
             on_ep = len(out["absorbed"]) + sum(

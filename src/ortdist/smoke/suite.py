@@ -26,6 +26,7 @@ class Expectation:
     must_take: str
     ops: tuple[str, ...]
     node_tests: bool
+    compiles: bool = False
     note: str = ""
 
 
@@ -52,6 +53,7 @@ def expectations() -> dict[str, Expectation]:
             must_take=entry["must_take"],
             ops=tuple(entry.get("ops", ())),
             node_tests=bool(entry.get("node_tests", False)),
+            compiles=bool(entry.get("compiles", False)),
             note=str(entry.get("note", "")),
         )
     return out
@@ -93,6 +95,7 @@ def plan_cases(claimed: list[str], files: list[ModelFiles]) -> tuple[list[dict[s
                         "provider": provider,
                         "must_take": exp.must_take if f.suite == "model" else "none",
                         "nodes": f.nodes,
+                        "compiles": exp.compiles and f.suite == "model",
                     }
                 )
     return cases, unknown

@@ -45,7 +45,7 @@ class ToolchainSpec:
 
     def provides(self, ep: str) -> bool:
         """The CPU EP is always there; any other EP needs this toolchain's packages for it."""
-        return ep == "cpu" or ep in self.ep_packages or ep in self.platform_eps
+        return ep in self.available_eps
 
     @property
     def available_eps(self) -> tuple[str, ...]:
@@ -106,7 +106,8 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         json.dumps(
             {
                 key: data.get(key)
-                for key in ("kind", "suite", "variant", "mirror", "packages", "ep_packages", "python_tools")
+                # Everything the root is made from: the Python picks the tools venv's interpreter.
+                for key in ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
             },
             sort_keys=True,
         )

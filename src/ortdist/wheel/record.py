@@ -14,6 +14,7 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..errors import PackageError
 from ..fsutil import atomic_file
 
 
@@ -25,7 +26,9 @@ def record_line(name: str, data: bytes) -> str:
 def dist_info_dir(names: list[str]) -> str:
     records = [n for n in names if n.endswith(".dist-info/RECORD") and n.count("/") == 1]
     if len(records) != 1:
-        raise ValueError(f"expected one top-level .dist-info/RECORD, found {records}")
+        raise PackageError(
+            f"expected one top-level .dist-info/RECORD, found {records}", fix="the wheel is malformed: rebuild it"
+        )
     return records[0].rsplit("/", 1)[0]
 
 
@@ -39,7 +42,7 @@ def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> Non
         added = {f"{dist_info}/{rel}": data for rel, data in sorted(files.items())}
         clash = [n for n in added if n in {i.filename for i in infos}]
         if clash:
-            raise ValueError(f"{wheel.name} already has {clash}")
+            raise PackageError(f"{wheel.name} already has {clash}", where=str(wheel), fix="rebuild the wheel")
         with atomic_file(wheel) as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zout:
             for info in infos:
                 if info.filename != record_name:
