@@ -275,6 +275,11 @@ def max_output_diff(a: Path, b: Path) -> float:
     return max(diffs) if diffs else 0.0
 
 
+def _lib_stem(member: str) -> str:
+    """'onnxruntime/capi/onnxruntime_pybind11_state.cpython-313-x86_64-linux-gnu.so' -> its first name part."""
+    return member.rsplit("/", 1)[-1].split(".", 1)[0]
+
+
 def _ratio(ours: float | None, theirs: float | None) -> str:
     return f"{ours / theirs:.2f}x" if ours and theirs else "-"
 
@@ -299,7 +304,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| wheel bytes (vs PyPI) | {o['bytes']:,} | {t['bytes']:,} | {_ratio(o['bytes'], t['bytes'])} |")
         for key in sorted(o["native"]):
             name = key.rsplit("/", 1)[-1]
-            twin = next((v for k, v in t["native"].items() if k.rsplit("/", 1)[-1] == name), None)
+            # The same library in the other wheel; extension modules may differ only in their ABI tag.
+            twin = next((v for k, v in t["native"].items() if _lib_stem(k) == _lib_stem(key)), None)
             if twin:
                 lines.append(f"| {name} bytes | {o['native'][key]:,} | {twin:,} | {_ratio(o['native'][key], twin)} |")
         ours_libs = sum(v for k, v in o["native"].items() if ".libs/" in k)
