@@ -60,3 +60,13 @@ def test_render_shows_failures_and_escapes_what_it_prints() -> None:
 def test_collect_refuses_an_empty_dist(tmp_path: Path) -> None:
     with pytest.raises(CheckError, match="no builds to report on"):
         collect(tmp_path)
+    assert collect(tmp_path, require=False) == []
+
+
+def test_a_dist_with_only_benchmark_results_still_gets_a_report(tmp_path: Path) -> None:
+    from ortdist.report import write_report
+
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "results.md").write_text("| figure | ortdist |\n|---|---|\n| cold build | 1399.5 s |\n")
+    page = write_report(tmp_path, tmp_path / "report.html").read_text()
+    assert "0 build(s)" in page and "| cold build | 1399.5 s |" in page
