@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__, run, sbom, sources
+from . import __version__, bundle, run, sbom, size, sources
+from .checks.c_smoke import C_RUNTIME_SONAMES, IN_ROOT_C_SMOKE, c_smoke_cases, c_smoke_needed, run_c_smoke_cases
 from .checks.model import write_check_files
 from .compiler_cache import IN_ROOT_TOOLS, ensure_tool, tool_dir
 from .errors import BuildError, CheckError, PackageError
-from .fsutil import atomic_file, remove_tree, sha256_file
+from .fsutil import atomic_file, remove_tree, sha256_file, sync_tree
 from .manifest import Artifact, publish
 from .patches import prepare_tree
 from .paths import (
@@ -39,6 +40,7 @@ from .paths import (
     IN_ROOT_DEPS,
     IN_ROOT_SHIMS,
     IN_ROOT_SOURCE,
+    IN_ROOT_TARGET,
     IN_ROOT_TOOLS_VENV,
     IN_ROOT_WHEELHOUSE,
     IN_ROOT_WORK,
@@ -46,9 +48,13 @@ from .paths import (
 )
 from .plan import BuildPlan
 from .progress import NinjaProgress, failure_excerpt, format_duration
+from .reduce import analyze, models
 from .toolchains import Bind, Toolchain
 from .toolchains.debian_sysroot import pip_download_argv, require_host_tools
 from .wheel import assemble, record, repair
+
+# The full CPU build slim builds are compared with in their size report.
+BASELINE_RECIPE = "cpu-linux"
 
 # Where the C library archive carries its SBOM.
 SBOM_IN_ARCHIVE = Path("share/doc/onnxruntime") / sbom.SBOM_NAME
@@ -91,6 +97,7 @@ class Builder:
     def __post_init__(self) -> None:
         self.artifacts: list[Artifact] = []
         self.root = Path()
+        self.target_root: Path | None = None  # a cross target's sysroot
         self.raw_wheel = Path()
         self.wheel = Path()
         self.started = time.monotonic()
@@ -132,12 +139,15 @@ class Builder:
         if self.plan.compiler_cache.tool:
             out.append(Bind(tool_dir(self.plan.compiler_cache, self.cache), IN_ROOT_TOOLS, read_only=True))
         out += [Bind(self.dep_dir(d.name), IN_ROOT_DEPS / d.name) for d in self.plan.version.deps]
+        if self.target_root is not None:
+            out.append(Bind(self.target_root, IN_ROOT_TARGET, read_only=True))
         return out
 
     def env(self) -> dict[str, str]:
         return {
             **self.plan.compiler_cache.env(os.environ),
             "SOURCE_DATE_EPOCH": str(self.source_date_epoch()),
+            **self.plan.toolchain.cross_facts(self.plan.target.triple, "env"),
         }
 
     def compiler_cache_dir(self) -> Path:
@@ -188,6 +198,10 @@ class Builder:
     def step_toolchain(self) -> None:
         with self._log("toolchain") as log:
             self.root = self.toolchain.ensure_build_root(self.cache, log)
+            if self.plan.toolchain.is_cross(self.plan.target.triple):
+                self.target_root = self.toolchain.ensure_target_root(
+                    self.cache, self.root, self.plan.target.triple, log
+                )
         (self.compiler_cache_dir()).mkdir(parents=True, exist_ok=True)
         ensure_tool(self.plan.compiler_cache, self.cache)
 
@@ -221,6 +235,84 @@ class Builder:
                 sources.unpack(sources.fetch(sources.sdist(dep), self.cache.downloads), target)
         self.results["patches"] = [{"name": p.name, "sha256": p.sha256} for p in plan.patches]
 
+    # --- reduced builds ----------------------------------------------------------------------------
+    @property
+    def models_dir(self) -> Path:
+        """Visible as /ortdist/work/models: source models, their ORT-format conversions, ops.config."""
+        return self.work_dir / "models"
+
+    @property
+    def op_config(self) -> Path:
+        return self.models_dir / "ops.config"
+
+    def step_models(self) -> None:
+        """Convert the recipe's models to ORT format at the runtime's optimization level and derive
+        the operator config from those (plus the recipe's own config)."""
+        recipe = self.plan.recipe
+        remove_tree(self.models_dir)
+        self.models_dir.mkdir(parents=True)
+        inputs: list[Path] = []
+        if recipe.reduce.models:
+            onnx_models = models.gather_models(recipe.reduce.models, self.recipe_path.parent, self.models_dir / "onnx")
+            ort_dir = self.models_dir / "ort"
+            with self._log("models") as log:
+                converted = models.convert_to_ort_format(
+                    onnx_models,
+                    ort_dir,
+                    level=recipe.reduce.optimization_level,
+                    target_arch=self.plan.target.arch,
+                    ort_version=self.plan.version.version,
+                    cache=self.cache,
+                    toolchain=self.toolchain,
+                    log=log,
+                )
+            inputs += converted
+            for path in converted:
+                self.artifacts.append(
+                    Artifact(path, "ort-model", extra={"optimization_level": recipe.reduce.optimization_level})
+                )
+        if recipe.reduce.config:
+            inputs.append((self.recipe_path.parent / recipe.reduce.config).resolve())
+        config = analyze.analyze(inputs, typed=recipe.reduce.types)
+        config.sources = [p.name if p.is_relative_to(self.models_dir) else str(p) for p in inputs]
+        self.op_config.write_text(config.render(), encoding="utf-8")
+        published = self.work_dir / "out" / f"{recipe.name}.ops.config"
+        published.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.op_config, published)
+        self.artifacts.append(Artifact(published, "ops-config", extra={"types": recipe.reduce.types}))
+        self.results["reduced_ops"] = {
+            "config": published.name,
+            "types": recipe.reduce.types,
+            "operators": sorted(f"{d}:{op}" for d, op in config.op_names()),
+        }
+
+    def reduce_kernels(self) -> None:
+        """ORT's own reduce_op_kernels.py rewrites the kernel registrations from the config (as
+        build.py does before CMake). It regenerates every file, so it writes to a staging tree and
+        only files whose bytes changed reach the build tree."""
+        stage = self.work_dir / "op-reduction"
+        remove_tree(stage)
+        stage.mkdir(parents=True)
+        extended_or_full = self.plan.recipe.features.minimal_build != "plain"
+        argv = [
+            "python3",
+            f"{IN_ROOT_SOURCE}/tools/ci_build/reduce_op_kernels.py",
+            "--cmake_build_dir",
+            f"{IN_ROOT_WORK}/op-reduction",
+            *(["--is_extended_minimal_build_or_higher"] if extended_or_full else []),
+            *(["--enable_type_reduction"] if self.plan.recipe.reduce.types else []),
+            f"{IN_ROOT_WORK}/models/ops.config",
+        ]
+        with self._log("reduce") as log:
+            run.call(self.in_root(self.root, argv), log=log, error=BuildError, what="reduce_op_kernels.py")
+        generated = stage / "op_reduction.generated"
+        if not generated.is_dir():
+            raise BuildError(
+                "reduce_op_kernels.py wrote no op_reduction.generated tree", fix=f"see {self.logs / 'reduce.log'}"
+            )
+        written = sync_tree(generated, self.build_dir / "op_reduction.generated")
+        print(f"ortdist: kernel registrations reduced ({written} generated files changed)", file=sys.stderr)
+
     def step_configure(self) -> None:
         identity = self.build_dir / ".ortdist-tree"
         if self.build_dir.exists() and (
@@ -231,6 +323,12 @@ class Builder:
         self.build_dir.mkdir(parents=True, exist_ok=True)
         identity.write_text(self.plan.tree_identity() + "\n")
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        if self.plan.reduced:
+            self.reduce_kernels()
+        # CMake's file API: the bundler reads the real link graph of the library from its reply.
+        query = self.build_dir / ".cmake" / "api" / "v1" / "query" / "codemodel-v2"
+        query.parent.mkdir(parents=True, exist_ok=True)
+        query.touch()
         stamp = self.build_dir / ".ortdist-configure"
         digest = self.plan.configure_digest()
         if stamp.is_file() and stamp.read_text().strip() == digest and (self.build_dir / "build.ninja").is_file():
@@ -319,9 +417,148 @@ class Builder:
             Artifact(archive, "c-library", extra={"execution_providers": [ep.name for ep in self.plan.providers]})
         )
 
+    # --- the monolithic static library -------------------------------------------------------------
+    def _file_api_reply(self, name: str) -> str:
+        reply = self.build_dir / ".cmake" / "api" / "v1" / "reply"
+        if not name:
+            return "\n".join(sorted(p.name for p in reply.iterdir())) if reply.is_dir() else ""
+        return (reply / name).read_text(encoding="utf-8")
+
+    def host_path(self, in_root: str) -> Path:
+        """Where a path seen inside the build root lives on the host."""
+        path = Path(in_root)
+        if path.is_relative_to(IN_ROOT_BUILD):
+            return self.build_dir / path.relative_to(IN_ROOT_BUILD)
+        if path.is_relative_to(IN_ROOT_WORK):
+            return self.work_dir / path.relative_to(IN_ROOT_WORK)
+        return self.root / path.relative_to("/")
+
+    def step_bundle(self) -> None:
+        """libonnxruntime.a from the library's CMake link graph, with headers and a pkg-config file;
+        then a C program linked against nothing but it (and the C runtime) must run a model."""
+        plan = self.plan
+        if not self._file_api_reply(""):  # a tree configured before the query existed
+            with self._log("configure-file-api") as log:
+                run.call(
+                    self.in_root(self.root, ["cmake", str(IN_ROOT_BUILD)]), log=log, error=BuildError, what="cmake"
+                )
+        graph = bundle.link_graph(
+            bundle.read_reply(self._file_api_reply), str(IN_ROOT_BUILD), lambda p: self.host_path(p).is_file()
+        )
+        if graph.unresolved:
+            raise BuildError(
+                "these libraries in the link graph have no static archive to bundle:\n"
+                + "\n".join(f"    {lib}" for lib in graph.unresolved),
+                where=f"recipe {plan.recipe.name} linkage = {plan.recipe.linkage!r}",
+                fix="drop the feature that needs them (e.g. [features] cpuinfo = false) or add a toolchain "
+                "package that ships the .a",
+            )
+        name = f"onnxruntime-{plan.recipe.name}-{plan.version.version}-static"
+        stage = self.work_dir / "static"
+        remove_tree(stage)
+        (stage / "lib" / "pkgconfig").mkdir(parents=True)
+        archive = f"{IN_ROOT_WORK}/static/lib/libonnxruntime.a"
+        (self.work_dir / "bundle.mri").write_text(bundle.mri_script(archive, graph.archives), encoding="utf-8")
+        prefix = self.work_dir / "bundle-prefix"
+        remove_tree(prefix)
+        with self._log("bundle") as log:
+            script = f"{self.tool('ar')} -M < {IN_ROOT_WORK}/bundle.mri && {self.tool('ranlib')} {archive}"
+            run.call(self.in_root(self.root, ["/bin/sh", "-c", script]), log=log, error=BuildError, what="ar -M")
+            run.call(
+                self.in_root(
+                    self.root, ["cmake", "--install", str(IN_ROOT_BUILD), "--prefix", f"{IN_ROOT_WORK}/bundle-prefix"]
+                ),
+                log=log,
+                error=PackageError,
+                what="cmake --install (headers)",
+            )
+        shutil.copytree(prefix / "include", stage / "include")
+        remove_tree(prefix)
+        (stage / "lib" / "pkgconfig" / "libonnxruntime.pc").write_text(
+            bundle.pkg_config(
+                "onnxruntime",
+                plan.version.version,
+                graph.system_libs,
+                f"ONNX Runtime ({plan.recipe.name}), one static archive",
+            ),
+            encoding="utf-8",
+        )
+        subject = {"name": name, "version": plan.version.version, "description": "static library archive"}
+        (stage / SBOM_IN_ARCHIVE).parent.mkdir(parents=True, exist_ok=True)
+        (stage / SBOM_IN_ARCHIVE).write_text(
+            sbom.dumps(sbom.make_sbom(self.sbom_inputs([]), subject)), encoding="utf-8"
+        )
+        self.results["static_library"] = {
+            "archives_merged": [bundle.component_of(a) for a in graph.archives],
+            "system_libs": list(graph.system_libs),
+            "bytes": (stage / "lib" / "libonnxruntime.a").stat().st_size,
+        }
+        self.results["c_smoke"] = self.c_smoke(stage)
+        out = self.work_dir / "out" / f"{name}.tar.gz"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        deterministic_tarball(stage, out, name, self.source_date_epoch())
+        self.artifacts.append(Artifact(out, "static-library", extra={"linked_only_with": list(graph.system_libs)}))
+
+    def tool(self, name: str) -> str:
+        """A binutils/compiler tool for the target (the cross prefix when there is one)."""
+        return self.plan.toolchain.tool_prefix(self.plan.target.triple) + name
+
+    def target_command(self, smoke: Path, argv: list[str], log: TextIO) -> list[str]:
+        """Run a target binary from ``smoke`` (seen as /ortdist/c-smoke): natively in the clean root,
+        which has none of the build's libraries; a cross target's under its emulator in the build root."""
+        cross = self.plan.toolchain.cross.get(self.plan.target.triple)
+        binds = [Bind(smoke, IN_ROOT_C_SMOKE)]
+        if cross:
+            emulator = [str(cross["emulator"]), "-L", str(IN_ROOT_TARGET)]
+            return self.toolchain.wrap(self.root, [*emulator, *argv], binds=[*self.binds(), *binds])
+        clean = self.toolchain.ensure_clean_root(self.cache, log)
+        return self.toolchain.wrap(clean, argv, binds=binds)
+
+    def c_smoke(self, stage: Path) -> dict[str, Any]:
+        """Build the C smoke program against the bundled archive alone and run the recipe's models."""
+        smoke = self.work_dir / "c-smoke"
+        remove_tree(smoke)
+        smoke.mkdir(parents=True)
+        shutil.copyfile(Path(__file__).parent / "data" / "c_smoke" / "ort_smoke.c", smoke / "ort_smoke.c")
+        cases = c_smoke_cases(self, smoke)
+        pc = f"{IN_ROOT_WORK}/static/lib/pkgconfig"
+        sysroot = f"--sysroot={IN_ROOT_TARGET}" if self.target_root is not None else ""
+        build = (
+            f"cd {IN_ROOT_WORK}/c-smoke && "
+            f"{self.tool('gcc')} {sysroot} -O2 -c ort_smoke.c -I{IN_ROOT_WORK}/static/include && "
+            # g++ drives the link so libstdc++ can be linked statically: the binary needs only libc/libm.
+            f"{self.tool('g++')} {sysroot} -o ort_smoke ort_smoke.o {IN_ROOT_WORK}/static/lib/libonnxruntime.a "
+            f"-static-libstdc++ -static-libgcc $(PKG_CONFIG_PATH={pc} pkg-config --static --libs-only-l libonnxruntime "
+            "| tr ' ' '\\n' | grep -v -e '^-lonnxruntime$' -e '^-lstdc++$' | tr '\\n' ' ') && "
+            f"{self.tool('readelf')} -d ort_smoke > needed.txt"
+        )
+        with self._log("c-smoke") as log:
+            run.call(
+                self.in_root(self.root, ["/bin/sh", "-c", build]),
+                log=log,
+                error=CheckError,
+                what="building the C smoke program",
+            )
+        needed = c_smoke_needed((smoke / "needed.txt").read_text(encoding="utf-8"))
+        extra = [lib for lib in needed if not any(lib.startswith(ok) for ok in C_RUNTIME_SONAMES)]
+        if extra:
+            raise CheckError(
+                f"the C program linked against libonnxruntime.a still needs {', '.join(extra)}",
+                where=str(stage / "lib" / "libonnxruntime.a"),
+                fix="a dependency was bundled as a shared library; see logs/bundle.log",
+            )
+        results = run_c_smoke_cases(self, smoke, cases)
+        remove_tree(smoke / "cases")
+        return {"needed": needed, "binary_bytes": (smoke / "ort_smoke").stat().st_size, "models": results}
+
     def step_wheel(self) -> None:
         plan = self.plan
-        build_record = assemble.build_record(plan, self.recipe_sha256, self.results["source"]["sha256"])
+        build_record = assemble.build_record(
+            plan,
+            self.recipe_sha256,
+            self.results["source"]["sha256"],
+            self.results.get("reduced_ops", {}).get("operators"),
+        )
         stage = self.work_dir / "stage"
         try:
             assemble.stage_package(self.build_dir / "onnxruntime", stage, plan, build_record)
@@ -435,10 +672,33 @@ class Builder:
             wheel, {f"sboms/{sbom.SBOM_NAME}": sbom.dumps(document).encode()}, self.source_date_epoch()
         )
 
+    def write_check_case(self, check: Path) -> tuple[str, float]:
+        """The check's model file name and tolerance. A full build runs the NaN-propagation model; a
+        reduced build has none of its operators, so it runs the first reference model it was cut
+        for, in ORT format (a minimal build reads nothing else)."""
+        if not self.plan.reduced:
+            write_check_files(check)
+            return "model.onnx", 1e-5
+        from .smoke.models import BUILDERS, save_case, tolerances
+
+        for entry in self.plan.recipe.reduce.models:
+            name = entry.removeprefix(models.REFERENCE_PREFIX)
+            if entry.startswith(models.REFERENCE_PREFIX) and name in BUILDERS:
+                ref = BUILDERS[name]()
+                save_case(check, ref.model, ref.inputs, ref.expected)
+                (check / "model.onnx").unlink()
+                shutil.copyfile(self.models_dir / "ort" / f"{name}.ort", check / "model.ort")
+                return "model.ort", max(tolerances()[name].atol, 1e-5)
+        raise CheckError(
+            "a reduced wheel is checked with a reference model it was cut for, and the recipe lists none",
+            where=f"recipe {self.plan.recipe.name} [reduce] models",
+            fix='add "reference:cnn" (or another reference model) to models',
+        )
+
     def step_check(self) -> None:
         check = self.work_dir / "check"
         remove_tree(check)
-        write_check_files(check)
+        model_file, tolerance = self.write_check_case(check)
         shutil.copyfile(Path(__file__).parent / "checks" / "probe.py", check / "probe.py")
         shutil.copyfile(Path(__file__).parent / "smoke" / "proof.py", check / "proof.py")
         python = self.plan.python[0]
@@ -465,7 +725,7 @@ class Builder:
                 f"python{python} -m venv /ortdist/venv && "
                 f"/ortdist/venv/bin/pip install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
                 f"/ortdist/wheel/{self.wheel.name} && "
-                "cd /ortdist/check && /ortdist/venv/bin/python probe.py model.onnx data.npz result.json"
+                f"cd /ortdist/check && /ortdist/venv/bin/python probe.py {model_file} data.npz result.json {tolerance}"
             )
             # The probe explains failures in result.json; its exit code only confirms them.
             code = run.stream(
@@ -474,7 +734,7 @@ class Builder:
             remove_tree(venv)
         result_file = check / "result.json"
         result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {"ok": False}
-        problems = verify_check_result(result, [ep.provider for ep in self.plan.providers])
+        problems = verify_check_result(result, [ep.provider for ep in self.plan.providers], tolerance)
         if code != 0 or problems:
             raise CheckError(
                 "the wheel failed the clean-root check:\n"
@@ -491,6 +751,114 @@ class Builder:
             "outputs": result["outputs"],
             "node_providers": result["node_providers"],
         }
+
+    def link_graph(self) -> bundle.LinkGraph:
+        if not self._file_api_reply(""):  # a tree configured before ortdist queried the file API
+            with self._log("configure-file-api") as log:
+                run.call(
+                    self.in_root(self.root, ["cmake", str(IN_ROOT_BUILD)]), log=log, error=BuildError, what="cmake"
+                )
+        return bundle.link_graph(
+            bundle.read_reply(self._file_api_reply), str(IN_ROOT_BUILD), lambda p: self.host_path(p).is_file()
+        )
+
+    def step_size(self) -> None:
+        """Stripped sizes of the artifacts and the library, and what takes the space in it."""
+        plan = self.plan
+        work = self.work_dir / "size"
+        remove_tree(work)
+        work.mkdir(parents=True)
+        library = f"libonnxruntime.so.{plan.version.version}"
+        pybind = "onnxruntime/capi/onnxruntime_pybind11_state.so"
+        graph = self.link_graph()
+        nm, strip = self.tool("nm"), self.tool("strip")
+        lines = [
+            f"cd {IN_ROOT_WORK}/size",
+            f"{strip} --strip-all -o lib.stripped {IN_ROOT_BUILD}/{library}",
+            f"{nm} -S --defined-only {IN_ROOT_BUILD}/{library} > lib.nm",
+            f"{nm} -S --defined-only -C {IN_ROOT_BUILD}/{library} > lib.demangled.nm",
+        ]
+        if plan.builds_wheel:
+            lines.append(f"{strip} --strip-all -o pybind.stripped {IN_ROOT_BUILD}/{pybind}")
+        lines += [f"{nm} --defined-only {a} > archive-{i}.nm 2>/dev/null" for i, a in enumerate(graph.archives)]
+        with self._log("size") as log:
+            run.call(
+                self.in_root(self.root, ["/bin/sh", "-ec", " && ".join(lines)]),
+                log=log,
+                error=BuildError,
+                what="nm/strip",
+            )
+        symbols = size.parse_nm_sizes((work / "lib.nm").read_text(encoding="utf-8", errors="replace"))
+        demangled_symbols = size.parse_nm_sizes(
+            (work / "lib.demangled.nm").read_text(encoding="utf-8", errors="replace")
+        )
+        demangled = {a.name: b.name for a, b in zip(symbols, demangled_symbols, strict=False)}
+        definers = [
+            (
+                bundle.component_of(a),
+                size.parse_archive_definitions((work / f"archive-{i}.nm").read_text(errors="replace")),
+            )
+            for i, a in enumerate(graph.archives)
+        ]
+        owners = size.attribute(symbols, definers)
+        report: dict[str, Any] = {
+            "recipe": plan.recipe.name,
+            "target": plan.target.triple,
+            "artifacts": [
+                {"name": a.source.name, "bytes": a.source.stat().st_size, "stripped_bytes": None}
+                for a in self.artifacts
+            ],
+            "shared_library": {
+                "name": library,
+                "bytes": (self.build_dir / library).stat().st_size,
+                **size.breakdown(symbols, owners, demangled, (work / "lib.stripped").stat().st_size),
+            },
+        }
+        report["artifacts"].insert(
+            0,
+            {
+                "name": library,
+                "bytes": report["shared_library"]["bytes"],
+                "stripped_bytes": report["shared_library"]["stripped_bytes"],
+            },
+        )
+        if plan.builds_wheel:
+            report["artifacts"].insert(
+                1,
+                {
+                    "name": Path(pybind).name,
+                    "bytes": (self.build_dir / pybind).stat().st_size,
+                    "stripped_bytes": (work / "pybind.stripped").stat().st_size,
+                },
+            )
+        baseline = self.size_baseline()
+        if baseline:
+            report["baseline"] = {
+                "recipe": baseline["recipe"],
+                "stripped_bytes": baseline["shared_library"]["stripped_bytes"],
+            }
+        remove_tree(work)
+        self.results["size"] = report
+        table = self.work_dir / "out" / f"{plan.recipe.name}.size.md"
+        table.parent.mkdir(parents=True, exist_ok=True)
+        table.write_text(size.render_table(plan.recipe.name, report, baseline), encoding="utf-8")
+        self.artifacts.append(Artifact(table, "size-report"))
+        print(table.read_text(encoding="utf-8"), file=sys.stderr)
+
+    def size_baseline(self) -> dict[str, Any] | None:
+        """The full CPU build of the same version and target (dist/<recipe>/manifest.json), if built."""
+        if self.plan.recipe.reduce.enabled or self.plan.minimal or self.plan.recipe.name == BASELINE_RECIPE:
+            candidate = self.dist.parent / BASELINE_RECIPE / "manifest.json"
+            if candidate.is_file() and self.plan.recipe.name != BASELINE_RECIPE:
+                data = json.loads(candidate.read_text(encoding="utf-8"))
+                found = data.get("size")
+                if (
+                    found
+                    and found.get("target") == self.plan.target.triple
+                    and data.get("ort_version") == self.plan.version.version
+                ):
+                    return dict(found)
+        return None
 
     def step_publish(self) -> None:
         manifest = {
@@ -516,7 +884,7 @@ class Builder:
         self.results["artifacts"] = publish(self.dist, self.artifacts, manifest)
 
 
-def verify_check_result(result: dict[str, Any], claimed: list[str]) -> list[str]:
+def verify_check_result(result: dict[str, Any], claimed: list[str], tolerance: float = 1e-5) -> list[str]:
     """What is wrong with a clean-root probe result (empty list: nothing). Pure, unit-tested."""
     problems: list[str] = []
     if "error" in result:
@@ -530,8 +898,12 @@ def verify_check_result(result: dict[str, Any], claimed: list[str]) -> list[str]
     for name, out in result.get("outputs", {}).items():
         if not out.get("nan_pattern_matches", False):
             problems.append(f"output {name!r}: NaN positions differ from onnx.reference (Min/Max NaN semantics)")
-        if out.get("max_abs_err", 1.0) > 1e-5:
-            problems.append(f"output {name!r}: max abs error {out['max_abs_err']:.3g} > 1e-5 vs onnx.reference")
+        if out.get("max_abs_err", 1.0) > tolerance:
+            problems.append(
+                f"output {name!r}: max abs error {out['max_abs_err']:.3g} > {tolerance:g} vs onnx.reference".replace(
+                    "e-0", "e-"
+                )
+            )
     off_cpu = {n: p for n, p in result.get("node_providers", {}).items() if p != "CPUExecutionProvider"}
     if off_cpu:
         problems.append(f"nodes ran outside CPUExecutionProvider: {off_cpu}")

@@ -1,4 +1,4 @@
-"""Command line: ``ortdist build|plan|patches check|validate|schema|matrix|smoke|providers``."""
+"""Command line: ``ortdist build|plan|analyze|smoke|inspect|report|bench|...`` (``ortdist -h`` lists all)."""
 
 from __future__ import annotations
 
@@ -257,6 +257,70 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """Models/configs -> one reduced-build config. ONNX models are first converted to ORT format at
+    the runtime's optimization level, so operators ORT's optimizers insert are included."""
+    from .reduce import analyze, models
+
+    paths = [Path(p) for p in args.models]
+    onnx_models = [p for p in paths if p.suffix.lower() == ".onnx"]
+    inputs = [p for p in paths if p.suffix.lower() != ".onnx"]
+    version = args.ort_version
+    with tempfile.TemporaryDirectory(prefix="ortdist-analyze-") as tmp:
+        if onnx_models and args.optimization_level == "none":
+            print(
+                "ortdist: warning: analysing ONNX models as written; operators ORT's graph optimizers insert "
+                "at run time are NOT included (use --optimization-level)",
+                file=sys.stderr,
+            )
+            inputs += onnx_models
+        elif onnx_models:
+            for model in onnx_models:
+                if not model.is_file():
+                    raise OrtdistError("no such file", where=str(model), fix="pass existing model files")
+            staged = Path(tmp) / "onnx"
+            staged.mkdir()
+            for model in onnx_models:
+                target = staged / model.name
+                if target.exists():
+                    raise OrtdistError(f"two models are named {model.name}", where=str(model), fix="rename one")
+                target.write_bytes(model.read_bytes())
+            ort_dir = Path(args.ort_dir) if args.ort_dir else Path(tmp) / "ort"
+            host = models.host_onnxruntime_version()
+            if host == version:
+                converted = models.convert_on_host(
+                    sorted(staged.iterdir()), ort_dir, level=args.optimization_level, target_arch=args.target_arch
+                )
+            else:
+                print(
+                    f"ortdist: converting with onnxruntime=={version} in the toolchain's clean root "
+                    f"(this interpreter has {host or 'no onnxruntime'})",
+                    file=sys.stderr,
+                )
+                toolchain = make_toolchain(load_toolchain(project_root(), args.toolchain))
+                converted = models.convert_to_ort_format(
+                    sorted(staged.iterdir()),
+                    ort_dir,
+                    level=args.optimization_level,
+                    target_arch=args.target_arch,
+                    ort_version=version,
+                    cache=Cache.default(),
+                    toolchain=toolchain,
+                    log=sys.stderr,
+                )
+            inputs += converted
+        config = analyze.analyze(inputs, typed=args.types)
+    config.sources = [str(p) for p in paths]
+    text = config.render()
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(Path(args.output), text)
+        ops = len(config.op_names())
+        print(f"ortdist: wrote {args.output}: {ops} operators" + (" with types" if args.types else ""), file=sys.stderr)
+    return 0
+
+
 def cmd_providers(_args: argparse.Namespace) -> int:
     for ep in registry.providers().values():
         print(f"{ep.name:9} {ep.provider:27} {ep.summary}")
@@ -336,6 +400,23 @@ def parser() -> argparse.ArgumentParser:
         "--only", action="append", default=[], choices=["build", "size", "inference", "smoke"], help="re-measure a part"
     )
     be.set_defaults(func=cmd_bench)
+
+    an = sub.add_parser("analyze", help="the operators (and types) models need, as an ORT reduced-build config")
+    an.add_argument("models", nargs="+", help=".onnx / .ort models and .config files to merge")
+    an.add_argument("-o", "--output", default="-", help="config file to write (default: stdout)")
+    an.add_argument("--types", action="store_true", help="also record the element types each operator needs")
+    an.add_argument(
+        "--optimization-level",
+        default="extended",
+        choices=["none", "disabled", "basic", "extended", "all"],
+        help="the level the runtime will use: ONNX models are converted to ORT format at it first "
+        "('none': analyse ONNX models as written)",
+    )
+    an.add_argument("--target-arch", default="x86_64", help="the CPU the models will run on (for level 'all')")
+    an.add_argument("--ort-version", default="1.21.0", help="the ONNX Runtime that converts (and will run) them")
+    an.add_argument("--ort-dir", help="keep the ORT-format conversions in this directory")
+    an.add_argument("--toolchain", default="debian-trixie", help="whose clean root converts when this Python cannot")
+    an.set_defaults(func=cmd_analyze)
 
     pr = sub.add_parser("providers", help="list the execution-provider registry")
     pr.set_defaults(func=cmd_providers)

@@ -71,3 +71,9 @@ class CheckError(OrtdistError):
     """A built artifact failed its post-build check (clean-root import and inference)."""
 
     exit_code = 9
+
+
+class ModelError(OrtdistError):
+    """A model (ONNX or ORT format) or an operator config given for a reduced build is invalid."""
+
+    exit_code = 10

@@ -107,3 +107,22 @@ def atomic_copy(src: Path, dest: Path) -> None:
 def atomic_write_text(dest: Path, text: str) -> None:
     with atomic_file(dest, "w") as out:
         out.write(text)
+
+
+def sync_tree(src: Path, dest: Path) -> int:
+    """Make ``dest`` hold exactly ``src``'s files, rewriting only those whose bytes differ, so
+    ninja recompiles only what really changed. Returns how many files were written."""
+    written = 0
+    wanted = {p.relative_to(src) for p in src.rglob("*") if p.is_file()}
+    for rel in sorted(wanted):
+        target = dest / rel
+        data = (src / rel).read_bytes()
+        if not target.is_file() or target.read_bytes() != data:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            written += 1
+    if dest.is_dir():
+        for path in sorted(dest.rglob("*"), reverse=True):
+            if path.is_file() and path.relative_to(dest) not in wanted:
+                path.unlink()
+    return written

@@ -16,6 +16,7 @@ IN_ROOT_SHIMS = IN_ROOT / "shims"
 IN_ROOT_CCACHE = IN_ROOT / "ccache"
 IN_ROOT_WORK = IN_ROOT / "work"
 IN_ROOT_WHEELHOUSE = IN_ROOT / "wheelhouse"
+IN_ROOT_TARGET = IN_ROOT / "target"  # a cross target's sysroot
 IN_ROOT_TOOLS_VENV = Path("/opt/ortdist-tools")
 
 

@@ -45,6 +45,18 @@ class BuildPlan:
         return self.recipe.linkage in ("shared", "both")
 
     @property
+    def builds_static_library(self) -> bool:
+        return self.recipe.linkage in ("static", "both")
+
+    @property
+    def reduced(self) -> bool:
+        return self.recipe.reduce.enabled
+
+    @property
+    def minimal(self) -> bool:
+        return self.recipe.features.minimal_build != "off"
+
+    @property
     def builds_wheel(self) -> bool:
         return self.recipe.wheel.enabled
 
@@ -86,6 +98,15 @@ class BuildPlan:
             "execution_providers": [ep.name for ep in self.providers],
             "provider_names": [ep.provider for ep in self.providers],
             "linkage": self.recipe.linkage,
+            "reduce": {
+                "models": list(self.recipe.reduce.models),
+                "config": self.recipe.reduce.config or None,
+                "types": self.recipe.reduce.types,
+                "optimization_level": self.recipe.reduce.optimization_level,
+            }
+            if self.reduced
+            else None,
+            "minimal_build": self.recipe.features.minimal_build,
             "build_type": self.recipe.build_type,
             "toolchain": self.toolchain.name,
             "plan_only": self.toolchain.plan_only,
@@ -100,6 +121,22 @@ class BuildPlan:
             "compiler_cache": self.compiler_cache.name,
             "cmake_configure": self.configure_argv(),
         }
+
+
+def feature_defines(recipe: Recipe) -> dict[str, str]:
+    """The [reduce]/[features] switches, all explicit: ORT's own defaults depend on other options
+    (RTTI and exceptions switch off silently in builds without Python), so nothing is left to them."""
+    features, on_off = recipe.features, {True: "ON", False: "OFF"}
+    return {
+        "onnxruntime_MINIMAL_BUILD": on_off[features.minimal_build != "off"],
+        "onnxruntime_EXTENDED_MINIMAL_BUILD": on_off[features.minimal_build == "extended"],
+        "onnxruntime_REDUCED_OPS_BUILD": on_off[recipe.reduce.enabled],
+        "onnxruntime_DISABLE_ML_OPS": on_off[not features.ml_ops],
+        "onnxruntime_DISABLE_EXCEPTIONS": on_off[not features.exceptions],
+        "onnxruntime_DISABLE_RTTI": on_off[not features.rtti],
+        "onnxruntime_ENABLE_LTO": on_off[features.lto],
+        "onnxruntime_ENABLE_CPUINFO": on_off[features.cpuinfo],
+    }
 
 
 def distribution_name(providers: tuple[ExecutionProvider, ...]) -> str:
@@ -145,13 +182,6 @@ def make_plan(
             where=f"recipe {recipe.name} key 'target'",
             fix=f"{toolchain.name} builds for: {', '.join(toolchain.targets)}",
         )
-    if recipe.linkage != "shared":
-        raise RecipeError(
-            f"linkage {recipe.linkage!r} needs the monolithic static-library bundler, which this version of "
-            "ortdist does not have yet",
-            where=f"recipe {recipe.name} key 'linkage'",
-            fix='use linkage = "shared" for now',
-        )
     missing = [ep.name for ep in providers if not toolchain.provides(ep.name)]
     if missing:
         raise RecipeError(
@@ -174,26 +204,35 @@ def make_plan(
         "CMAKE_INSTALL_PREFIX": str(IN_ROOT_WORK / "install"),
         "CMAKE_C_COMPILER_LAUNCHER": compiler_cache.launcher,
         "CMAKE_CXX_COMPILER_LAUNCHER": compiler_cache.launcher,
-        "onnxruntime_BUILD_SHARED_LIB": "ON" if recipe.linkage in ("shared", "both") else "OFF",
+        # A static-only recipe still links the shared library: its link line is the CMake link
+        # graph the monolithic archive is bundled from (the .so itself is not published).
+        "onnxruntime_BUILD_SHARED_LIB": "ON",
         "onnxruntime_ENABLE_PYTHON": "ON" if recipe.wheel.enabled else "OFF",
         "onnxruntime_BUILD_UNIT_TESTS": "OFF",
+        **feature_defines(recipe),
     }
     for dep in version.deps:
         defines[f"FETCHCONTENT_SOURCE_DIR_{dep.name.upper()}"] = str(IN_ROOT_DEPS / dep.name)
     for key, value in toolchain.cmake.items():
         defines[key] = in_root(value)
+    defines.update(toolchain.cross_facts(recipe.target, "cmake"))
     for ep in providers:
         defines.update(ep.cmake)
         for key, value in toolchain.ep_cmake.get(ep.name, {}).items():
             defines[key] = in_root(value)
     defines.update(recipe.cmake_defines)
 
-    steps = ["toolchain", "source", "configure", "build"]
+    steps = ["toolchain", "source"]
+    if recipe.reduce.enabled:
+        steps.append("models")
+    steps += ["configure", "build"]
     if recipe.linkage in ("shared", "both"):
         steps.append("install")
+    if recipe.linkage in ("static", "both"):
+        steps.append("bundle")
     if recipe.wheel.enabled:
         steps += ["wheel", "repair", "check"]
-    steps.append("publish")
+    steps += ["size", "publish"]
 
     return BuildPlan(
         recipe=recipe,

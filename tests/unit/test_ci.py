@@ -33,6 +33,15 @@ COMMON_DEFINES = [
     "-Donnxruntime_BUILD_SHARED_LIB=ON",
     "-Donnxruntime_ENABLE_PYTHON=ON",
     "-Donnxruntime_BUILD_UNIT_TESTS=OFF",
+    # [features] defaults, all explicit
+    "-Donnxruntime_MINIMAL_BUILD=OFF",
+    "-Donnxruntime_EXTENDED_MINIMAL_BUILD=OFF",
+    "-Donnxruntime_REDUCED_OPS_BUILD=OFF",
+    "-Donnxruntime_DISABLE_ML_OPS=OFF",
+    "-Donnxruntime_DISABLE_EXCEPTIONS=OFF",
+    "-Donnxruntime_DISABLE_RTTI=OFF",
+    "-Donnxruntime_ENABLE_LTO=OFF",
+    "-Donnxruntime_ENABLE_CPUINFO=ON",
     "-DFETCHCONTENT_SOURCE_DIR_ONNX=/ortdist/deps/onnx",
 ]
 CONFIGURE = ["cmake", "-G", "Ninja", "-S", "/ortdist/source/cmake", "-B", "/ortdist/build"]

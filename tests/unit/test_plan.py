@@ -30,7 +30,18 @@ def test_cpu_linux_plan(project: Path) -> None:
     assert d["FETCHCONTENT_SOURCE_DIR_ONNX"] == "/ortdist/deps/onnx"
     assert d["re2_DIR"] == "/ortdist/shims/re2"  # {shims} substituted
     assert not [k for k in d if k.startswith("onnxruntime_USE_")]
-    assert plan.steps == ("toolchain", "source", "configure", "build", "install", "wheel", "repair", "check", "publish")
+    assert plan.steps == (
+        "toolchain",
+        "source",
+        "configure",
+        "build",
+        "install",
+        "wheel",
+        "repair",
+        "check",
+        "size",
+        "publish",
+    )
     assert plan.distribution == "onnxruntime"
     assert plan.python == ("3.13",)
     assert plan.repair_excludes == ()
@@ -113,9 +124,15 @@ def test_no_wheel_drops_wheel_steps(project: Path, recipe_from: Callable[..., Re
     assert plan.python == ()
 
 
-def test_static_linkage_is_refused_until_the_bundler_exists(project: Path, recipe_from: Callable[..., Recipe]) -> None:
-    with pytest.raises(RecipeError, match="static-library bundler"):
-        plan_of(project, recipe_from('linkage = "static"\n'))
+def test_static_linkage_bundles_from_the_shared_library_link_graph(
+    project: Path, recipe_from: Callable[..., Recipe]
+) -> None:
+    plan = plan_of(project, recipe_from('linkage = "static"\n[wheel]\nenabled = false\n'))
+    assert "bundle" in plan.steps and "install" not in plan.steps
+    # The shared library is still linked: its link line is what the bundler reads.
+    assert plan.cmake_defines["onnxruntime_BUILD_SHARED_LIB"] == "ON"
+    both = plan_of(project, recipe_from('linkage = "both"\n'))
+    assert both.steps.index("install") < both.steps.index("bundle") < both.steps.index("wheel")
 
 
 def test_python_version_must_exist_in_toolchain(project: Path, recipe_from: Callable[..., Recipe]) -> None:

@@ -1,6 +1,6 @@
 """Runs INSIDE the clean root with only the installed wheel (and its dependencies) available.
 
-Usage: python probe.py MODEL DATA.npz RESULT.json   (with proof.py beside it)
+Usage: python probe.py MODEL DATA.npz RESULT.json [TOLERANCE]   (with proof.py beside it)
 Writes a JSON result; exits non-zero when the wheel cannot import or outputs differ.
 This file must stay standard library + numpy + onnxruntime only.
 """
@@ -16,6 +16,7 @@ from proof import read_profile  # copied beside this script: ortdist/smoke/proof
 
 def main() -> int:
     model, data, result_path = sys.argv[1:4]
+    tolerance = float(sys.argv[4]) if len(sys.argv) > 4 else 1e-5
     result: dict[str, Any] = {"ok": False}
     try:
         import numpy as np
@@ -43,7 +44,7 @@ def main() -> int:
             diff = np.abs(np.nan_to_num(got) - np.nan_to_num(want))
             errors[name] = {"max_abs_err": float(diff.max()), "nan_pattern_matches": same_nan}
         result["outputs"] = errors
-        result["ok"] = all(e["max_abs_err"] <= 1e-5 and e["nan_pattern_matches"] for e in errors.values())
+        result["ok"] = all(e["max_abs_err"] <= tolerance and e["nan_pattern_matches"] for e in errors.values())
     except Exception:  # report anything: a missing library shows up as an ImportError here
         result["error"] = traceback.format_exc()
     Path(result_path).write_text(json.dumps(result, indent=2, sort_keys=True))

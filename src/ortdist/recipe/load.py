@@ -199,3 +199,66 @@ def validate(recipe: Recipe, origin: Path) -> None:
             where=f"{where} [wheel] key 'enabled'",
             fix="set enabled = false under [wheel]",
         )
+    validate_reduction(recipe, where)
+
+
+# CMake switches derived from [reduce] / [features]; a recipe may not set them in cmake_defines.
+FEATURE_SWITCHES = frozenset(
+    {
+        "onnxruntime_MINIMAL_BUILD",
+        "onnxruntime_EXTENDED_MINIMAL_BUILD",
+        "onnxruntime_REDUCED_OPS_BUILD",
+        "onnxruntime_DISABLE_ML_OPS",
+        "onnxruntime_DISABLE_EXCEPTIONS",
+        "onnxruntime_DISABLE_RTTI",
+        "onnxruntime_ENABLE_LTO",
+        "onnxruntime_ENABLE_CPUINFO",
+    }
+)
+REFERENCE_PREFIX = "reference:"
+
+
+def validate_reduction(recipe: Recipe, where: str) -> None:
+    from ..smoke.models import BUILDERS
+
+    features, reduce = recipe.features, recipe.reduce
+    for define in recipe.cmake_defines:
+        if define in FEATURE_SWITCHES:
+            raise RecipeError(
+                f"{define} is derived from the recipe's [reduce]/[features] tables",
+                where=f"{where} [cmake_defines]",
+                fix="set it through [features] (see recipes/recipe.schema.json)",
+            )
+    if not features.exceptions and features.minimal_build == "off":
+        raise RecipeError(
+            "exceptions = false needs a minimal build (ORT supports it only there)",
+            where=f"{where} [features] key 'exceptions'",
+            fix='set minimal_build = "plain" or "extended", or keep exceptions',
+        )
+    for key, value in (("exceptions", features.exceptions), ("rtti", features.rtti)):
+        if not value and recipe.wheel.enabled:
+            raise RecipeError(
+                f"{key} = false cannot build the Python binding (pybind11 needs C++ {key})",
+                where=f"{where} [features] key '{key}'",
+                fix="set enabled = false under [wheel], or keep " + key,
+            )
+    if reduce.types and not reduce.enabled:
+        raise RecipeError(
+            "types = true needs models or a config to take the types from",
+            where=f"{where} [reduce] key 'types'",
+            fix='add models = ["reference:cnn"] or config = "ops.config" under [reduce]',
+        )
+    for i, model in enumerate(reduce.models):
+        if model.startswith(REFERENCE_PREFIX) and model.removeprefix(REFERENCE_PREFIX) not in BUILDERS:
+            name = model.removeprefix(REFERENCE_PREFIX)
+            raise RecipeError(
+                f"unknown reference model {name!r}",
+                where=f"{where} [reduce] key 'models[{i}]'",
+                fix=_fix(did_you_mean(name, BUILDERS), f"reference models: {', '.join(BUILDERS)}"),
+            )
+        if not model.startswith(REFERENCE_PREFIX) and not model.lower().endswith(".onnx"):
+            raise RecipeError(
+                f"{model!r} is not an ONNX model path",
+                where=f"{where} [reduce] key 'models[{i}]'",
+                fix="list .onnx files (relative to the recipe) or 'reference:<name>'",
+            )

@@ -15,6 +15,8 @@ from typing import Literal
 Linkage = Literal["shared", "static", "both"]
 BuildType = Literal["Release", "RelWithDebInfo", "MinSizeRel", "Debug"]
 SourceKind = Literal["debian", "git", "path"]
+MinimalBuild = Literal["off", "plain", "extended"]
+OptimizationLevel = Literal["disabled", "basic", "extended", "all"]
 
 
 def _help(text: str) -> dict[str, str]:
@@ -64,6 +66,62 @@ class WheelSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReduceSettings:
+    """Cut the build down to the operators (and element types) some models need."""
+
+    models: tuple[str, ...] = field(
+        default=(),
+        metadata=_help(
+            "Models the build is cut for: ONNX files (paths relative to the recipe) or 'reference:<name>' for "
+            "one of ortdist's reference models. They are converted to ORT format at `optimization_level`, the "
+            "ORT-format files are analysed and shipped next to the artifacts."
+        ),
+    )
+    config: str = field(
+        default="",
+        metadata=_help("An ORT reduced-build operator config (relative to the recipe), merged with the models'."),
+    )
+    types: bool = field(
+        default=False,
+        metadata=_help("Also reduce the element types each operator's kernels are built for (per-operator)."),
+    )
+    optimization_level: OptimizationLevel = field(
+        default="extended",
+        metadata=_help(
+            "Graph optimization level the runtime will use; models are converted to ORT format at this level so "
+            "the operators the optimizers insert are kept. 'all' adds x86-only layout transforms."
+        ),
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.models or self.config)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatureSettings:
+    """What else to leave out of (or add to) the runtime, for size."""
+
+    minimal_build: MinimalBuild = field(
+        default="off",
+        metadata=_help(
+            "'plain': ORT-format models only, no graph optimizers at run time; 'extended': also EPs that compile "
+            "and runtime optimizations; 'off': a full build."
+        ),
+    )
+    ml_ops: bool = field(default=True, metadata=_help("Keep the traditional ML operators (ai.onnx.ml)."))
+    exceptions: bool = field(
+        default=True, metadata=_help("C++ exceptions; false needs a minimal build without a Python wheel.")
+    )
+    rtti: bool = field(default=True, metadata=_help("C++ RTTI; false needs a build without a Python wheel."))
+    lto: bool = field(default=False, metadata=_help("Link-time optimization (smaller, slower to link)."))
+    cpuinfo: bool = field(
+        default=True,
+        metadata=_help("Use pytorch/cpuinfo for CPU feature detection (false: the OS's own, e.g. getauxval)."),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class Recipe:
     """One ONNX Runtime distribution: what to build, for which target, with which EPs."""
 
@@ -89,6 +147,12 @@ class Recipe:
         metadata=_help("Patch series directory under patches/ (default: the ORT version); 'none' applies none."),
     )
     wheel: WheelSettings = field(default_factory=WheelSettings, metadata=_help("Python wheel settings."))
+    reduce: ReduceSettings = field(
+        default_factory=ReduceSettings, metadata=_help("Operator (and type) reduction from models or a config.")
+    )
+    features: FeatureSettings = field(
+        default_factory=FeatureSettings, metadata=_help("Minimal build, ML ops, exceptions, RTTI, LTO, cpuinfo.")
+    )
     cmake_defines: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({}),
         metadata=_help("Extra CMake defines passed last (NAME = 'value'); EP switches belong in execution_providers."),

@@ -70,6 +70,8 @@ class ModelFiles:
     atol: float
     rtol: float
     nodes: dict[str, str] = field(default_factory=dict)  # model node name -> op type (model suite)
+    # A reduced build must refuse a model outside its operator set with this ORT status.
+    expect_error: str = ""
 
 
 def plan_cases(claimed: list[str], files: list[ModelFiles]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -96,6 +98,7 @@ def plan_cases(claimed: list[str], files: list[ModelFiles]) -> tuple[list[dict[s
                         "must_take": exp.must_take if f.suite == "model" else "none",
                         "nodes": f.nodes,
                         "compiles": exp.compiles and f.suite == "model",
+                        "expect_error": f.expect_error,
                     }
                 )
     return cases, unknown
@@ -148,6 +151,13 @@ def judge_case(case: dict[str, Any]) -> Verdict:
 
     if case["status"] == "unavailable":
         return verdict(False, f"{case['provider']} is claimed but not available in this wheel")
+    expected_error = case.get("expect_error", "")
+    if expected_error:
+        if case["status"] == "error" and expected_error in case.get("error", ""):
+            return verdict(True, f"refused as expected ({expected_error}): {case['error'].splitlines()[0][:200]}")
+        if case["status"] == "error":
+            return verdict(False, f"failed, but not with {expected_error}: {case['error'].splitlines()[0][:200]}")
+        return verdict(False, f"a model outside the reduced operator set ran; expected {expected_error}")
     lib = missing_library(case.get("ort_log", "") + "\n" + case.get("error", ""))
     if lib and case["status"] in ("error", "ok") and case["provider"] != "CPUExecutionProvider":
         off_ep = not any(p == case["provider"] for p in case.get("placement", {}).values())

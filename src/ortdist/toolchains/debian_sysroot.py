@@ -18,7 +18,7 @@ from typing import TextIO
 
 from .. import run
 from ..errors import ToolchainError
-from ..fsutil import sha256_text, temp_sibling_dir
+from ..fsutil import remove_tree, sha256_text, temp_sibling_dir
 from ..paths import IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
 from . import Bind
 from .spec import ToolchainSpec
@@ -224,6 +224,88 @@ class DebianSysroot:
     def ensure_clean_root(self, cache: Cache, log: TextIO) -> Path:
         return self._ensure_root(self.clean_root_path(cache), self.spec.clean_root_packages, log)
 
+    # --- cross targets ------------------------------------------------------------------------
+    def target_root_path(self, cache: Cache, triple: str) -> Path:
+        cross = self.spec.cross[triple]
+        digest = sha256_text(self.spec.suite, self.spec.mirror, cross["dpkg_arch"], *cross["packages"])
+        return cache.sysroots / f"{self.spec.name}-{cross['dpkg_arch']}-target-{digest[:12]}"
+
+    def ensure_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
+        """The cross target's libraries, in a sysroot of their own (the build root keeps the host's:
+        some -dev packages cannot be co-installed across architectures). The build root's apt,
+        told the target is its only architecture and given an empty package database, downloads
+        the packages' whole dependency closure; the .debs are unpacked, not installed (nothing of
+        the target runs), and absolute symlinks are made relative so they resolve inside it."""
+        final = self.target_root_path(cache, triple)
+        if (final / STAMP).is_file():
+            return final
+        cross = self.spec.cross[triple]
+        arch = cross["dpkg_arch"]
+        print(
+            f"ortdist: creating target sysroot {final.name} ({arch}, {len(cross['packages'])} packages)",
+            file=sys.stderr,
+        )
+        with temp_sibling_dir(final) as tmp:
+            state = tmp.parent / f".{final.name}.apt-state"
+            remove_tree(state)
+            (state / "lists" / "partial").mkdir(parents=True)
+            (state / "cache" / "archives" / "partial").mkdir(parents=True)
+            (state / "status").write_text("")
+            apt_state = Path("/ortdist/apt-state")
+            options = [
+                f"-oAPT::Architecture={arch}",
+                f"-oAPT::Architectures={arch}",
+                f"-oDir::State::status={apt_state}/status",
+                f"-oDir::State::Lists={apt_state}/lists",
+                f"-oDir::Cache={apt_state}/cache",
+                "-oDebug::NoLocking=1",
+                "-oAPT::Sandbox::User=root",
+            ]
+            script = " && ".join(
+                [
+                    shlex.join(["apt-get", *options, "update", "-q"]),
+                    shlex.join(
+                        [
+                            "apt-get",
+                            *options,
+                            "install",
+                            "-y",
+                            "-q",
+                            "--download-only",
+                            "--no-install-recommends",
+                            *cross["packages"],
+                        ]
+                    ),
+                ]
+            )
+            binds = [Bind(state, apt_state)]
+            run.call(
+                self.wrap(
+                    build_root, ["/bin/sh", "-c", script], binds=binds, env={"DEBIAN_FRONTEND": "noninteractive"}
+                ),
+                log=log,
+                error=ToolchainError,
+                what=f"downloading the {arch} packages",
+            )
+            versions: dict[str, str] = {}
+            for deb in sorted((state / "cache" / "archives").glob("*.deb")):
+                run.call(
+                    ["dpkg-deb", "-x", str(deb), str(tmp)], log=log, error=ToolchainError, what=f"unpacking {deb.name}"
+                )
+                name, version = deb.name.split("_")[:2]
+                versions[name] = version.replace("%3a", ":")
+            relativize_symlinks(tmp)
+            info = {
+                "toolchain": self.spec.name,
+                "arch": arch,
+                "requested": list(cross["packages"]),
+                "installed": versions,
+            }
+            (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            remove_tree(state)
+            tmp.rename(final)
+        return final
+
     def installed_packages(self, root: Path) -> dict[str, str]:
         data = json.loads((root / STAMP).read_text(encoding="utf-8"))
         return dict(data["installed"])
@@ -238,6 +320,20 @@ class DebianSysroot:
                 if ".so" in name:
                     owners.setdefault(name, package)
         return owners
+
+
+def relativize_symlinks(root: Path) -> int:
+    """Rewrite absolute symlinks under ``root`` as relative ones that resolve inside it."""
+    changed = 0
+    for path in root.rglob("*"):
+        if path.is_symlink():
+            target = str(path.readlink())
+            if target.startswith("/"):
+                inside = root / target.lstrip("/")
+                path.unlink()
+                path.symlink_to(os.path.relpath(inside, path.parent))
+                changed += 1
+    return changed
 
 
 def pip_download_argv(dest: Path, python: str, requirements: Sequence[str]) -> list[str]:

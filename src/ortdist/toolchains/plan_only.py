@@ -36,6 +36,9 @@ class PlanOnlyToolchain:
     def ensure_clean_root(self, cache: Cache, log: TextIO) -> Path:
         self._refuse("check wheels")
 
+    def ensure_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
+        self._refuse("cross-build")
+
     def installed_packages(self, root: Path) -> dict[str, str]:
         self._refuse("list packages")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +37,28 @@ class ToolchainSpec:
     plan_only: bool = False
     needs: str = ""
     platform_eps: tuple[str, ...] = ()  # EPs the platform SDK itself provides (no packages)
+    # Cross targets: triple -> facts (tool_prefix, dpkg_arch, packages, cmake, emulator).
+    cross: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def tool_prefix(self, triple: str) -> str:
+        """Prefix of the target's binutils/compilers ('' for a native target)."""
+        return str(self.cross.get(triple, {}).get("tool_prefix", ""))
+
+    def is_cross(self, triple: str) -> bool:
+        return triple in self.cross
+
+    def cross_facts(self, triple: str, key: str) -> dict[str, str]:
+        """A cross target's table (cmake, env) with {target} made the in-root sysroot path."""
+        from ..paths import IN_ROOT_TARGET
+
+        table = self.cross.get(triple, {}).get(key, {})
+        return {k: str(v).replace("{target}", str(IN_ROOT_TARGET)) for k, v in table.items()}
 
     def all_packages(self) -> tuple[str, ...]:
-        """Base packages plus every EP's packages: one sysroot serves every recipe of this toolchain."""
+        """Base packages plus every EP's and cross target's build-root packages: one build root
+        serves every recipe of this toolchain."""
         extra = [p for eps in self.ep_packages.values() for p in eps]
+        extra += [p for cross in self.cross.values() for p in cross.get("host_packages", ())]
         return tuple(dict.fromkeys([*self.packages, *extra]))
 
     def provides(self, ep: str) -> bool:
@@ -69,6 +87,7 @@ _KEYS = {
     "plan_only",
     "needs",
     "provides",
+    "cross",
 }
 # What only a toolchain ortdist runs must state (a debootstrap root); plan-only ones may omit them.
 _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
@@ -105,9 +124,21 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
     root_digest = sha256_text(
         json.dumps(
             {
-                key: data.get(key)
-                # Everything the root is made from: the Python picks the tools venv's interpreter.
-                for key in ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
+                **{
+                    key: data.get(key)
+                    # Everything the root is made from: the Python picks the tools venv's interpreter.
+                    for key in (
+                        "kind",
+                        "suite",
+                        "variant",
+                        "mirror",
+                        "python",
+                        "packages",
+                        "ep_packages",
+                        "python_tools",
+                    )
+                },
+                "cross_host_packages": {t: c.get("host_packages", []) for t, c in data.get("cross", {}).items()},
             },
             sort_keys=True,
         )
@@ -150,6 +181,7 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
             plan_only=plan_only,
             needs=data.get("needs", ""),
             platform_eps=tuple(data.get("provides", ())),
+            cross={k: dict(v) for k, v in data.get("cross", {}).items()},
         )
     except KeyError as exc:
         raise RecipeError(f"missing key {exc.args[0]!r}", where=str(path)) from exc

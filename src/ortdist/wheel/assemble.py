@@ -28,9 +28,24 @@ install(DIRECTORY "${ORTDIST_PACKAGE_DIR}/" DESTINATION "${SKBUILD_PLATLIB_DIR}/
 """
 
 
-def build_record(plan: BuildPlan, recipe_sha256: str, source_sha256: str) -> dict[str, Any]:
-    """What the wheel claims: the smoke suite reads the EP list from here."""
+def build_record(
+    plan: BuildPlan, recipe_sha256: str, source_sha256: str, operators: list[str] | None = None
+) -> dict[str, Any]:
+    """What the wheel claims: the smoke suite reads the EP list (and, for a reduced build, the
+    models it was cut for and its operators) from here."""
+    reduced = (
+        {
+            "models": list(plan.recipe.reduce.models),
+            "optimization_level": plan.recipe.reduce.optimization_level,
+            "minimal_build": plan.recipe.features.minimal_build,
+            "types": plan.recipe.reduce.types,
+            "operators": operators or [],
+        }
+        if plan.reduced
+        else None
+    )
     return {
+        "reduced": reduced,
         "schema": 1,
         "ortdist_version": __version__,
         "recipe": plan.recipe.name,

@@ -1,0 +1,181 @@
+"""The models a reduced build is cut for: gathered, then converted to ORT format by ONNX Runtime
+itself (the same version, from PyPI, in the toolchain's clean root) at the optimization level the
+runtime will use, so the operators ORT's graph optimizers insert are part of the analysis."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from .. import run
+from ..errors import ModelError
+from ..fsutil import remove_tree
+from ..paths import IN_ROOT, IN_ROOT_WHEELHOUSE, Cache
+from ..toolchains import Bind, Toolchain
+from ..toolchains.debian_sysroot import pip_download_argv
+
+REFERENCE_PREFIX = "reference:"
+CONVERTER_PYTHON = "3.13"  # the clean root's CPython
+IN_ROOT_MODELS = IN_ROOT / "models"
+
+# Runs inside the clean root with the onnxruntime wheel installed: argv = level, target arch,
+# then pairs of (onnx path, ort path). Mirrors ORT's convert_onnx_models_to_ort.py "fixed" style.
+CONVERT_SCRIPT = """\
+import json, sys
+import onnxruntime as ort
+
+LEVELS = {
+    "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+level, arch, pairs = sys.argv[1], sys.argv[2], sys.argv[3:]
+failures = {}
+for src, dst in zip(pairs[::2], pairs[1::2]):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = LEVELS[level]
+    so.optimized_model_filepath = dst
+    so.add_session_config_entry("session.save_model_format", "ORT")
+    # NCHWc blocking is x86-only: a model for another CPU must not carry it (as ORT's converter does).
+    disabled = ["NchwcTransformer"] if level == "all" and arch != "x86_64" else None
+    try:
+        ort.InferenceSession(src, so, providers=["CPUExecutionProvider"], disabled_optimizers=disabled)
+    except Exception as exc:
+        failures[src] = str(exc)
+print(json.dumps({"onnxruntime": ort.__version__, "failures": failures}))
+sys.exit(1 if failures else 0)
+"""
+
+
+def gather_models(entries: Sequence[str], base: Path, dest: Path) -> list[Path]:
+    """Reference models are generated, recipe models copied: ``dest/<name>.onnx`` each."""
+    from ..smoke.models import BUILDERS
+
+    remove_tree(dest)
+    dest.mkdir(parents=True)
+    out: list[Path] = []
+    for entry in entries:
+        if entry.startswith(REFERENCE_PREFIX):
+            name = entry.removeprefix(REFERENCE_PREFIX)
+            target = dest / f"{name}.onnx"
+            target.write_bytes(BUILDERS[name]().model)
+        else:
+            source = (base / entry).resolve()
+            if not source.is_file():
+                raise ModelError("model file not found", where=str(source), fix="fix the path in [reduce] models")
+            target = dest / source.name
+            if target.exists():
+                raise ModelError(f"two models are named {source.name}", where=str(source), fix="rename one of them")
+            shutil.copyfile(source, target)
+        out.append(target)
+    return out
+
+
+def convert_to_ort_format(
+    onnx_models: Sequence[Path],
+    dest: Path,
+    *,
+    level: str,
+    target_arch: str,
+    ort_version: str,
+    cache: Cache,
+    toolchain: Toolchain,
+    log: TextIO,
+) -> list[Path]:
+    """``dest/<name>.ort`` per model, written by onnxruntime==ort_version from PyPI."""
+    house = cache.wheelhouse(CONVERTER_PYTHON)
+    run.capture(
+        pip_download_argv(house, CONVERTER_PYTHON, [f"onnxruntime=={ort_version}"]),
+        error=ModelError,
+        what=f"downloading onnxruntime=={ort_version} to convert the models",
+    )
+    remove_tree(dest)
+    dest.mkdir(parents=True)
+    work = dest.parent / "convert"
+    remove_tree(work)
+    work.mkdir(parents=True)
+    (work / "convert.py").write_text(CONVERT_SCRIPT, encoding="utf-8")
+    src_dir = onnx_models[0].parent
+    if any(m.parent != src_dir for m in onnx_models):
+        raise ModelError("models to convert must share one directory", where=str(src_dir))
+    pairs: list[str] = []
+    for model in onnx_models:
+        pairs += [f"{IN_ROOT_MODELS}/onnx/{model.name}", f"{IN_ROOT_MODELS}/ort/{model.stem}.ort"]
+    root = toolchain.ensure_clean_root(cache, log)
+    binds = [
+        Bind(house, IN_ROOT_WHEELHOUSE, read_only=True),
+        Bind(src_dir, IN_ROOT_MODELS / "onnx", read_only=True),
+        Bind(dest, IN_ROOT_MODELS / "ort"),
+        Bind(work, IN_ROOT_MODELS / "convert"),
+    ]
+    script = (
+        f"python{CONVERTER_PYTHON} -m venv {IN_ROOT_MODELS}/convert/venv && "
+        f"{IN_ROOT_MODELS}/convert/venv/bin/pip install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
+        f"onnxruntime=={ort_version} && "
+        f"{IN_ROOT_MODELS}/convert/venv/bin/python {IN_ROOT_MODELS}/convert/convert.py {level} {target_arch} "
+        + " ".join(pairs)
+        + f" > {IN_ROOT_MODELS}/convert/result.json"
+    )
+    code = run.stream(toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds), on_line=lambda _l: None, log=log)
+    result_file = work / "result.json"
+    result = json.loads(result_file.read_text() or "{}") if result_file.is_file() else {}
+    remove_tree(work)
+    if code != 0 or result.get("failures"):
+        failures = result.get("failures") or {"(converter)": f"exit status {code}; see the models log"}
+        raise ModelError(
+            "ONNX Runtime could not load (and so convert) the model(s):\n"
+            + "\n".join(
+                f"    {Path(k).name}: {v.strip().splitlines()[-1] if v.strip() else v}" for k, v in failures.items()
+            ),
+            where=str(src_dir),
+            fix=f"check that onnxruntime {ort_version} runs the model on the CPU",
+        )
+    out = [dest / f"{m.stem}.ort" for m in onnx_models]
+    missing = [p.name for p in out if not p.is_file()]
+    if missing:
+        raise ModelError(f"the converter wrote no {', '.join(missing)}", where=str(dest), fix="see the models log")
+    return out
+
+
+def host_onnxruntime_version() -> str | None:
+    """The onnxruntime importable by this interpreter, if any."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    return str(onnxruntime.__version__)
+
+
+def convert_on_host(onnx_models: Sequence[Path], dest: Path, *, level: str, target_arch: str) -> list[Path]:
+    """The same conversion with the onnxruntime installed beside ortdist (the caller checks its version)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    pairs: list[str] = []
+    for model in onnx_models:
+        pairs += [str(model), str(dest / f"{model.stem}.ort")]
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "convert.py"
+        script.write_text(CONVERT_SCRIPT, encoding="utf-8")
+        proc = subprocess.run(
+            [sys.executable, str(script), level, target_arch, *pairs], capture_output=True, text=True, check=False
+        )
+    try:
+        failures = json.loads(proc.stdout.strip().splitlines()[-1])["failures"] if proc.stdout.strip() else {}
+    except (ValueError, KeyError, IndexError):
+        failures = {}
+    if proc.returncode != 0 or failures:
+        detail = failures or {"(converter)": proc.stderr.strip() or f"exit status {proc.returncode}"}
+        raise ModelError(
+            "ONNX Runtime could not load (and so convert) the model(s):\n"
+            + "\n".join(f"    {Path(k).name}: {str(v).strip().splitlines()[-1]}" for k, v in detail.items()),
+            where=str(onnx_models[0].parent),
+            fix="check that the model runs with onnxruntime on the CPU",
+        )
+    return [dest / f"{m.stem}.ort" for m in onnx_models]

@@ -1,0 +1,132 @@
+"""What takes the space: stripped artifact sizes and a breakdown of the shared library.
+
+The breakdown attributes every defined symbol of the (unstripped) library to the static archive
+of the link graph that defines it, i.e. to an ORT component (ort:framework, ort:providers,
+ort:mlas, ...) or a dependency (abseil, protobuf, ...), and lists the largest kernels (symbols of
+the CPU kernels' component, grouped by class). Pure functions over ``nm`` output; the builder
+runs the tools.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+KERNEL_COMPONENTS = ("ort:providers",)
+_SYMBOL_LINE = re.compile(r"^(?P<addr>[0-9a-f]+)\s+(?P<size>[0-9a-f]+)\s+(?P<kind>[A-Za-z])\s+(?P<name>.+)$")
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    size: int
+    kind: str
+
+
+def parse_nm_sizes(text: str) -> list[Symbol]:
+    """``nm -S --defined-only`` lines with a size (address size type name)."""
+    out = []
+    for line in text.splitlines():
+        match = _SYMBOL_LINE.match(line.strip())
+        if match:
+            out.append(Symbol(match.group("name"), int(match.group("size"), 16), match.group("kind")))
+    return out
+
+
+def parse_archive_definitions(text: str) -> set[str]:
+    """Symbol names an archive defines, from ``nm --defined-only`` (no sizes needed)."""
+    names = set()
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and len(parts[-2]) == 1:
+            names.add(parts[-1])
+    return names
+
+
+def attribute(symbols: Iterable[Symbol], definers: Iterable[tuple[str, set[str]]]) -> dict[str, str]:
+    """Symbol name -> component; the first archive in link order that defines it wins (as for the linker)."""
+    owner: dict[str, str] = {}
+    for component, names in definers:
+        for name in names:
+            owner.setdefault(name, component)
+    return {s.name: owner.get(s.name, "unattributed") for s in symbols}
+
+
+def kernel_key(demangled: str) -> str:
+    """onnxruntime::Conv<float>::Compute(...) const -> onnxruntime::Conv<float> (the kernel class)."""
+    head = demangled.split("(", 1)[0]
+    depth, cut = 0, -1
+    for i, char in enumerate(head):
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth -= 1
+        elif char == ":" and depth == 0 and head[i : i + 2] == "::":
+            cut = i
+    return head[:cut] if cut > 0 else head
+
+
+def breakdown(
+    symbols: list[Symbol],
+    owners: Mapping[str, str],
+    demangled: Mapping[str, str],
+    stripped_bytes: int,
+    top: int = 15,
+) -> dict[str, Any]:
+    by_component: dict[str, int] = defaultdict(int)
+    kernels: dict[str, int] = defaultdict(int)
+    for sym in symbols:
+        component = owners.get(sym.name, "unattributed")
+        by_component[component] += sym.size
+        if component in KERNEL_COMPONENTS:
+            kernels[kernel_key(demangled.get(sym.name, sym.name))] += sym.size
+    in_symbols = sum(by_component.values())
+    rows = sorted(by_component.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {
+        "stripped_bytes": stripped_bytes,
+        "symbol_bytes": in_symbols,
+        # .eh_frame, .rodata without symbols, dynamic symbol/relocation tables, padding
+        "other_bytes": max(stripped_bytes - in_symbols, 0),
+        "by_component": [{"component": c, "bytes": b} for c, b in rows],
+        "largest_kernels": [
+            {"kernel": k, "bytes": b} for k, b in sorted(kernels.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+        ],
+    }
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:,.1f} KiB"
+
+
+def render_table(recipe: str, report: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> str:
+    """Markdown: artifact sizes, then the library breakdown, with the full CPU build alongside."""
+    lines = [f"# Size report: {recipe}", "", "| artifact | bytes | stripped bytes |", "|---|---:|---:|"]
+    for art in report["artifacts"]:
+        stripped = f"{art['stripped_bytes']:,}" if art.get("stripped_bytes") is not None else "-"
+        lines.append(f"| {art['name']} | {art['bytes']:,} | {stripped} |")
+    lib = report.get("shared_library")
+    if lib:
+        base_lib = (baseline or {}).get("shared_library")
+        lines += ["", f"## {lib['name']}: {lib['stripped_bytes']:,} bytes stripped"]
+        if base_lib:
+            ratio = lib["stripped_bytes"] / base_lib["stripped_bytes"]
+            lines.append(
+                f"Full CPU build ({baseline.get('recipe', 'cpu')}): {base_lib['stripped_bytes']:,} bytes stripped; "  # type: ignore[union-attr]
+                f"this one is {ratio:.1%} of it."
+            )
+        base_rows = {r["component"]: r["bytes"] for r in (base_lib or {}).get("by_component", [])}
+        lines += ["", "| component | size | full CPU build |", "|---|---:|---:|"]
+        for row in lib["by_component"]:
+            base = _kib(base_rows[row["component"]]) if row["component"] in base_rows else "-"
+            lines.append(f"| {row['component']} | {_kib(row['bytes'])} | {base} |")
+        base_other = _kib(base_lib["other_bytes"]) if base_lib else "-"
+        lines.append(
+            f"| (no symbol: unwind tables, constants, dynamic tables) | {_kib(lib['other_bytes'])} | {base_other} |"
+        )
+        if lib["largest_kernels"]:
+            lines += ["", "| largest CPU kernels | size |", "|---|---:|"]
+            lines += [f"| `{k['kernel'][:100]}` | {_kib(k['bytes'])} |" for k in lib["largest_kernels"]]
+    return "\n".join(lines) + "\n"

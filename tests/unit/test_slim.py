@@ -1,0 +1,255 @@
+"""Slim builds without building: recipe fields, plans (mobile included), the bundler's link-graph
+reading and the size breakdown, all pure."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ortdist import bundle, size
+from ortdist.cli import main, plan_for
+from ortdist.errors import BuildError, RecipeError, ToolchainError
+from ortdist.paths import Cache
+from ortdist.recipe import Recipe
+from ortdist.toolchains import make_toolchain
+
+MOBILE_FEATURES = [
+    "-Donnxruntime_MINIMAL_BUILD=ON",
+    "-Donnxruntime_EXTENDED_MINIMAL_BUILD=ON",
+    "-Donnxruntime_REDUCED_OPS_BUILD=ON",
+    "-Donnxruntime_DISABLE_ML_OPS=ON",
+    "-Donnxruntime_DISABLE_EXCEPTIONS=ON",
+    "-Donnxruntime_DISABLE_RTTI=ON",
+    "-Donnxruntime_ENABLE_LTO=ON",
+    "-Donnxruntime_ENABLE_CPUINFO=ON",
+]
+MOBILE_HEAD = [
+    "cmake",
+    "-G",
+    "Ninja",
+    "-S",
+    "/ortdist/source/cmake",
+    "-B",
+    "/ortdist/build",
+    "-DCMAKE_BUILD_TYPE=MinSizeRel",
+    "-DCMAKE_INSTALL_PREFIX=/ortdist/work/install",
+    "-DCMAKE_C_COMPILER_LAUNCHER=ccache",
+    "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+    "-Donnxruntime_BUILD_SHARED_LIB=ON",
+    "-Donnxruntime_ENABLE_PYTHON=OFF",
+    "-Donnxruntime_BUILD_UNIT_TESTS=OFF",
+    *MOBILE_FEATURES,
+    "-DFETCHCONTENT_SOURCE_DIR_ONNX=/ortdist/deps/onnx",
+]
+
+
+def test_android_plan_is_exact(project: Path) -> None:
+    plan = plan_for("android-arm64", project)[0]
+    assert plan.configure_argv() == [
+        *MOBILE_HEAD,
+        "-DCMAKE_TOOLCHAIN_FILE=${ANDROID_NDK_HOME}/build/cmake/android.toolchain.cmake",
+        "-DANDROID_ABI=arm64-v8a",
+        "-DANDROID_PLATFORM=android-27",
+        "-DANDROID_USE_LEGACY_TOOLCHAIN_FILE=false",
+        "-DANDROID_STL=c++_static",
+        "-Donnxruntime_USE_XNNPACK=ON",
+        "-Donnxruntime_USE_NNAPI_BUILTIN=ON",
+    ]
+    assert plan.steps == ("toolchain", "source", "models", "configure", "build", "bundle", "size", "publish")
+    assert plan.toolchain.plan_only and not plan.builds_wheel
+
+
+def test_ios_plan_is_exact(project: Path) -> None:
+    plan = plan_for("ios-arm64", project)[0]
+    assert plan.configure_argv() == [
+        *MOBILE_HEAD,
+        "-DCMAKE_SYSTEM_NAME=iOS",
+        "-DCMAKE_OSX_SYSROOT=iphoneos",
+        "-DCMAKE_OSX_ARCHITECTURES=arm64",
+        "-DCMAKE_OSX_DEPLOYMENT_TARGET=15.1",
+        "-Donnxruntime_USE_COREML=ON",
+    ]
+    assert plan.steps == ("toolchain", "source", "models", "configure", "build", "bundle", "size", "publish")
+
+
+@pytest.mark.parametrize(("recipe", "needs"), [("android-arm64", "ANDROID_NDK_HOME"), ("ios-arm64", "Xcode")])
+def test_mobile_builds_say_what_they_need(
+    project: Path, tmp_path: Path, recipe: str, needs: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = plan_for(recipe, project)[0]
+    with pytest.raises(ToolchainError, match=needs):
+        make_toolchain(plan.toolchain).ensure_build_root(Cache(tmp_path), open(tmp_path / "log", "w"))  # noqa: SIM115
+    assert main(["build", recipe, "--dist", str(tmp_path / "dist")]) == ToolchainError.exit_code
+    assert needs in capsys.readouterr().err
+    assert not (tmp_path / "dist").exists(), "a plan-only build must leave nothing in dist/"
+
+
+def test_slim_linux_plan(project: Path) -> None:
+    plan = plan_for("slim-linux", project)[0]
+    d = plan.cmake_defines
+    assert d["onnxruntime_MINIMAL_BUILD"] == "ON" and d["onnxruntime_REDUCED_OPS_BUILD"] == "ON"
+    assert d["onnxruntime_ENABLE_CPUINFO"] == "OFF"  # Debian's cpuinfo has no static archive to bundle
+    assert d["CMAKE_BUILD_TYPE"] == "MinSizeRel"
+    assert plan.steps == (
+        "toolchain",
+        "source",
+        "models",
+        "configure",
+        "build",
+        "install",
+        "bundle",
+        "wheel",
+        "repair",
+        "check",
+        "size",
+        "publish",
+    )
+    assert plan.summary()["reduce"] == {
+        "models": ["reference:cnn"],
+        "config": None,
+        "types": True,
+        "optimization_level": "extended",
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("[features]\nexceptions = false\n[wheel]\nenabled = false\n", "needs a minimal build"),
+        ('[features]\nminimal_build = "plain"\nexceptions = false\n', "pybind11 needs C\\+\\+ exceptions"),
+        ("[features]\nrtti = false\n", "pybind11 needs C\\+\\+ rtti"),
+        ("[reduce]\ntypes = true\n", "needs models or a config"),
+        ('[reduce]\nmodels = ["reference:cnnn"]\n', "did you mean 'cnn'"),
+        ('[reduce]\nmodels = ["model.pb"]\n', "not an ONNX model path"),
+        ('[features]\nminimal_build = "tiny"\n', "'tiny' is not one of"),
+        ('[cmake_defines]\nonnxruntime_MINIMAL_BUILD = "ON"\n', "derived from the recipe's"),
+        ("[reduce]\nmodel = []\n", "did you mean 'models'"),
+    ],
+)
+def test_bad_slim_recipes_are_refused(recipe_from: Callable[..., Recipe], body: str, message: str) -> None:
+    with pytest.raises(RecipeError, match=message):
+        recipe_from(body)
+
+
+def test_no_wheel_build_keeps_rtti_explicitly(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    from ortdist.plan import make_plan
+    from ortdist.toolchains import load_toolchain
+
+    recipe = recipe_from("[wheel]\nenabled = false\n")
+    plan = make_plan(recipe, load_toolchain(project, "debian-trixie"), ())
+    # ORT would switch RTTI off by itself in a build without Python; the recipe did not ask for that.
+    assert plan.cmake_defines["onnxruntime_DISABLE_RTTI"] == "OFF"
+
+
+# --- the bundler ---------------------------------------------------------------------------------------
+
+FRAGMENTS = [
+    {"fragment": "-Wl,--version-script=/ortdist/build/onnxruntime.lds", "role": "flags"},
+    {"fragment": "libonnxruntime_session.a", "role": "libraries"},
+    {"fragment": "libonnxruntime_providers.a", "role": "libraries"},
+    {"fragment": "/usr/lib/x86_64-linux-gnu/libabsl_base.so.20240722.0.0", "role": "libraries"},
+    {"fragment": "/usr/lib/x86_64-linux-gnu/libprotobuf-lite.a", "role": "libraries"},
+    {"fragment": "libonnxruntime_session.a", "role": "libraries"},  # CMake repeats for cycles
+    {"fragment": "-ldl", "role": "libraries"},
+    {"fragment": "-Wl,--whole-archive", "role": "libraries"},
+    {"fragment": "/usr/lib/x86_64-linux-gnu/libpthread.so", "role": "libraries"},
+]
+
+
+def test_link_graph_swaps_shared_dependencies_for_their_archives() -> None:
+    exists = {"/usr/lib/x86_64-linux-gnu/libabsl_base.a"}.__contains__
+    graph = bundle.link_graph(FRAGMENTS, "/ortdist/build", exists)
+    assert graph.archives == (
+        "/ortdist/build/libonnxruntime_session.a",
+        "/ortdist/build/libonnxruntime_providers.a",
+        "/usr/lib/x86_64-linux-gnu/libabsl_base.a",
+        "/usr/lib/x86_64-linux-gnu/libprotobuf-lite.a",
+    )
+    assert graph.system_libs == ("dl", "pthread")
+    assert graph.unresolved == ()
+
+
+def test_link_graph_reports_shared_only_dependencies() -> None:
+    fragments = [{"fragment": "/usr/lib/x86_64-linux-gnu/libcpuinfo.so.0", "role": "libraries"}]
+    graph = bundle.link_graph(fragments, "/ortdist/build", lambda _p: False)
+    assert graph.unresolved == ("/usr/lib/x86_64-linux-gnu/libcpuinfo.so.0",)
+
+
+def test_reply_reading(tmp_path: Path) -> None:
+    reply = tmp_path / "reply"
+    reply.mkdir()
+    (reply / "index-1.json").write_text(json.dumps({"objects": [{"kind": "codemodel", "jsonFile": "cm.json"}]}))
+    (reply / "cm.json").write_text(
+        json.dumps({"configurations": [{"targets": [{"name": "onnxruntime", "jsonFile": "t.json"}]}]})
+    )
+    (reply / "t.json").write_text(json.dumps({"link": {"commandFragments": FRAGMENTS}}))
+
+    def read(name: str) -> str:
+        return "\n".join(p.name for p in reply.iterdir()) if not name else (reply / name).read_text()
+
+    assert bundle.read_reply(read) == FRAGMENTS
+    with pytest.raises(BuildError, match="no target 'other'"):
+        bundle.read_reply(read, "other")
+    with pytest.raises(BuildError, match="no file-API reply"):
+        bundle.read_reply(lambda _n: "")
+
+
+def test_mri_script_and_pkg_config() -> None:
+    script = bundle.mri_script("/o/libonnxruntime.a", ["/b/liba.a", "/b/libb.a"])
+    assert script == "CREATE /o/libonnxruntime.a\nADDLIB /b/liba.a\nADDLIB /b/libb.a\nSAVE\nEND\n"
+    with pytest.raises(BuildError, match="MRI"):
+        bundle.mri_script("/o/lib onnxruntime.a", [])
+    pc = bundle.pkg_config("onnxruntime", "1.21.0", ["dl", "pthread"], "d")
+    assert "Libs: -L${libdir} -lonnxruntime\n" in pc
+    assert "Libs.private: -lstdc++ -ldl -lpthread\n" in pc
+
+
+def test_component_names() -> None:
+    assert bundle.component_of("/b/libonnxruntime_providers.a") == "ort:providers"
+    assert bundle.component_of("/usr/lib/x/libabsl_raw_hash_set.a") == "abseil"
+    assert bundle.component_of("/usr/lib/x/libprotobuf-lite.a") == "protobuf"
+    assert bundle.component_of("/b/libonnx_proto.a") == "onnx"
+
+
+# --- size -----------------------------------------------------------------------------------------------
+
+
+def test_size_breakdown_attributes_symbols_to_their_archive() -> None:
+    nm = "\n".join(
+        [
+            "0000000000001000 0000000000000100 T _ZN11onnxruntime4ConvIfE7ComputeEv",
+            "0000000000002000 0000000000000040 T _ZN11onnxruntime4ConvIfE5ShapeEv",
+            "0000000000003000 0000000000000200 T MlasSgemmKernel",
+            "0000000000004000 0000000000000010 t local_helper",
+            "0000000000005000 T no_size_symbol",
+        ]
+    )
+    symbols = size.parse_nm_sizes(nm)
+    assert [s.size for s in symbols] == [0x100, 0x40, 0x200, 0x10]
+    owners = size.attribute(
+        symbols,
+        [
+            ("ort:providers", {"_ZN11onnxruntime4ConvIfE7ComputeEv", "_ZN11onnxruntime4ConvIfE5ShapeEv"}),
+            ("ort:mlas", {"MlasSgemmKernel", "_ZN11onnxruntime4ConvIfE7ComputeEv"}),
+        ],
+    )
+    assert owners["_ZN11onnxruntime4ConvIfE7ComputeEv"] == "ort:providers"  # first definer wins
+    assert owners["local_helper"] == "unattributed"
+    demangled = {
+        "_ZN11onnxruntime4ConvIfE7ComputeEv": "onnxruntime::Conv<float>::Compute() const",
+        "_ZN11onnxruntime4ConvIfE5ShapeEv": "onnxruntime::Conv<float>::Shape()",
+    }
+    report = size.breakdown(symbols, owners, demangled, stripped_bytes=0x1000)
+    assert report["by_component"][0] == {"component": "ort:mlas", "bytes": 0x200}
+    assert report["largest_kernels"] == [{"kernel": "onnxruntime::Conv<float>", "bytes": 0x140}]
+    assert report["other_bytes"] == 0x1000 - 0x350
+
+
+def test_kernel_key_keeps_template_arguments() -> None:
+    assert size.kernel_key("onnxruntime::Pool<float, onnxruntime::MaxPool<1>>::Compute(x) const") == (
+        "onnxruntime::Pool<float, onnxruntime::MaxPool<1>>"
+    )
+    assert size.kernel_key("MlasGemm") == "MlasGemm"
