@@ -488,8 +488,12 @@ class Builder:
         (stage / SBOM_IN_ARCHIVE).write_text(
             sbom.dumps(sbom.make_sbom(self.sbom_inputs([]), subject)), encoding="utf-8"
         )
+        merged: dict[str, int] = {}
+        for archive_path in graph.archives:
+            component = bundle.component_of(archive_path)
+            merged[component] = merged.get(component, 0) + 1
         self.results["static_library"] = {
-            "archives_merged": [bundle.component_of(a) for a in graph.archives],
+            "archives_merged": merged,
             "system_libs": list(graph.system_libs),
             "bytes": (stage / "lib" / "libonnxruntime.a").stat().st_size,
         }
@@ -591,6 +595,14 @@ class Builder:
             )
         self.raw_wheel = repair.single_wheel(raw)
 
+    def target_library_env(self) -> list[str]:
+        """``env LD_LIBRARY_PATH=...`` naming a cross target's libraries (auditwheel looks there)."""
+        paths = self.plan.toolchain.cross.get(self.plan.target.triple, {}).get("library_path", [])
+        if not paths:
+            return []
+        joined = ":".join(str(p).replace("{target}", str(IN_ROOT_TARGET)) for p in paths)
+        return ["env", f"LD_LIBRARY_PATH={joined}"]
+
     def step_repair(self) -> None:
         repaired = self.work_dir / "wheel" / "repaired"
         remove_tree(repaired)
@@ -600,19 +612,25 @@ class Builder:
             run.call(
                 self.in_root(
                     self.root,
-                    repair.auditwheel_argv(
-                        raw_in_root,
-                        f"{IN_ROOT_WORK}/wheel/repaired",
-                        self.plan.repair_excludes,
-                        strip=self.plan.strip,
-                    ),
+                    [
+                        *self.target_library_env(),
+                        *repair.auditwheel_argv(
+                            raw_in_root,
+                            f"{IN_ROOT_WORK}/wheel/repaired",
+                            self.plan.repair_excludes,
+                            strip=self.plan.strip,
+                        ),
+                    ],
                 ),
                 log=log,
                 error=PackageError,
                 what="auditwheel repair",
             )
             show = run.capture(
-                self.in_root(self.root, [f"{IN_ROOT_TOOLS_VENV}/bin/auditwheel", "show", raw_in_root]), check=False
+                self.in_root(
+                    self.root, [*self.target_library_env(), f"{IN_ROOT_TOOLS_VENV}/bin/auditwheel", "show", raw_in_root]
+                ),
+                check=False,
             )
             log.write(show.stdout + show.stderr)
         wheel = repair.single_wheel(repaired)
@@ -702,36 +720,50 @@ class Builder:
         shutil.copyfile(Path(__file__).parent / "checks" / "probe.py", check / "probe.py")
         shutil.copyfile(Path(__file__).parent / "smoke" / "proof.py", check / "proof.py")
         python = self.plan.python[0]
-        house = self.cache.wheelhouse(python)
+        arch = self.plan.target.arch
+        house = self.cache.wheelhouse(python, arch)
         requirements = list(self.plan.version.python_requires)
         run.capture(
-            pip_download_argv(house, python, requirements),
+            pip_download_argv(house, python, requirements, arch),
             error=CheckError,
             what="downloading the wheel's runtime dependencies",
         )
+        cross = self.plan.toolchain.cross.get(self.plan.target.triple)
         with self._log("check") as log:
-            clean = self.toolchain.ensure_clean_root(self.cache, log)
             venv = self.work / "check-venv"
             remove_tree(venv)
             venv.mkdir(parents=True)
-            wheel_dir = self.wheel.parent
             binds = [
-                Bind(wheel_dir, IN_ROOT / "wheel", read_only=True),
+                Bind(self.wheel.parent, IN_ROOT / "wheel", read_only=True),
                 Bind(house, IN_ROOT_WHEELHOUSE, read_only=True),
                 Bind(check, IN_ROOT / "check"),
                 Bind(venv, IN_ROOT / "venv"),
             ]
+            if cross:
+                # The target's own CPython, under the emulator, in the build root beside its sysroot
+                # (which holds no build dependency the wheel could borrow: they sit in the
+                # sysroot's library path only for the linker).
+                emulate = f"{cross['emulator']} -L {IN_ROOT_TARGET}"
+                python_cmd, venv_python = (
+                    f"{emulate} {IN_ROOT_TARGET}/usr/bin/python{python}",
+                    f"{emulate} /ortdist/venv/bin/python",
+                )
+                check_root, binds = self.root, [*self.binds(), *binds]
+            else:
+                python_cmd, venv_python = f"python{python}", "/ortdist/venv/bin/python"
+                check_root = self.toolchain.ensure_clean_root(self.cache, log)
             script = (
-                f"python{python} -m venv /ortdist/venv && "
-                f"/ortdist/venv/bin/pip install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
+                f"{python_cmd} -m venv /ortdist/venv && "
+                f"{venv_python} -m pip install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
                 f"/ortdist/wheel/{self.wheel.name} && "
-                f"cd /ortdist/check && /ortdist/venv/bin/python probe.py {model_file} data.npz result.json {tolerance}"
+                f"cd /ortdist/check && {venv_python} probe.py {model_file} data.npz result.json {tolerance}"
             )
             # The probe explains failures in result.json; its exit code only confirms them.
             code = run.stream(
-                self.toolchain.wrap(clean, ["/bin/sh", "-c", script], binds=binds), on_line=print, log=log
+                self.toolchain.wrap(check_root, ["/bin/sh", "-c", script], binds=binds), on_line=print, log=log
             )
             remove_tree(venv)
+        clean = check_root
         result_file = check / "result.json"
         result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {"ok": False}
         problems = verify_check_result(result, [ep.provider for ep in self.plan.providers], tolerance)
@@ -772,11 +804,24 @@ class Builder:
         pybind = "onnxruntime/capi/onnxruntime_pybind11_state.so"
         graph = self.link_graph()
         nm, strip = self.tool("nm"), self.tool("strip")
+        # The build may link with -s (MinSizeRel): the breakdown needs symbols, so the library is
+        # linked once more from its own ninja command without -s (same objects, same flags).
+        relink = bundle.unstripped_link_command(
+            run.capture(
+                self.in_root(self.root, ["ninja", "-C", str(IN_ROOT_BUILD), "-t", "commands", library]),
+                error=BuildError,
+                what="ninja -t commands",
+            ).stdout,
+            library,
+            f"{IN_ROOT_WORK}/size/lib.unstripped",
+        )
+        symbolic = f"{IN_ROOT_WORK}/size/lib.unstripped" if relink else f"{IN_ROOT_BUILD}/{library}"
         lines = [
+            *([f"cd {IN_ROOT_BUILD}", relink] if relink else []),
             f"cd {IN_ROOT_WORK}/size",
             f"{strip} --strip-all -o lib.stripped {IN_ROOT_BUILD}/{library}",
-            f"{nm} -S --defined-only {IN_ROOT_BUILD}/{library} > lib.nm",
-            f"{nm} -S --defined-only -C {IN_ROOT_BUILD}/{library} > lib.demangled.nm",
+            f"{nm} -S --defined-only {symbolic} > lib.nm",
+            f"{nm} -S --defined-only -C {symbolic} > lib.demangled.nm",
         ]
         if plan.builds_wheel:
             lines.append(f"{strip} --strip-all -o pybind.stripped {IN_ROOT_BUILD}/{pybind}")

@@ -78,14 +78,15 @@ def link_graph(fragments: Sequence[dict[str, str]], build_dir: str, exists: Call
             if token.startswith("-"):
                 continue  # linker flags (-Wl,...), not inputs
             path = token if token.startswith("/") else f"{build_dir}/{token}"
+            stem = PurePosixPath(path).name.split(".", 1)[0].removeprefix("lib")
             if path.endswith(".a"):
-                archives.append(path)
+                (system if stem in SYSTEM_LIBS else archives).append(stem if stem in SYSTEM_LIBS else path)
                 continue
             sibling = static_sibling(path)
             if sibling is None:
                 continue
-            if PurePosixPath(path).name.split(".so")[0].removeprefix("lib") in SYSTEM_LIBS:
-                system.append(PurePosixPath(path).name.split(".so")[0].removeprefix("lib"))
+            if stem in SYSTEM_LIBS:
+                system.append(stem)
             elif exists(sibling):
                 archives.append(sibling)
             else:
@@ -95,6 +96,19 @@ def link_graph(fragments: Sequence[dict[str, str]], build_dir: str, exists: Call
         system_libs=tuple(dict.fromkeys(system)),
         unresolved=tuple(dict.fromkeys(unresolved)),
     )
+
+
+def unstripped_link_command(ninja_commands: str, library: str, output: str) -> str:
+    """The library's link command (last line of ``ninja -t commands LIB``) without ``-s``, writing
+    ``output``; '' when the build does not strip at link time (its own output has symbols)."""
+    lines = [line for line in ninja_commands.strip().splitlines() if f"-o {library}" in line]
+    if not lines:
+        raise BuildError(f"no link command for {library} in the ninja graph", fix="check logs/build.log")
+    command = lines[-1]
+    tokens = command.split(" ")
+    if "-s" not in tokens:
+        return ""
+    return " ".join(t for t in tokens if t != "-s").replace(f"-o {library}", f"-o {output}", 1)
 
 
 def mri_script(output: str, archives: Sequence[str]) -> str:

@@ -83,11 +83,14 @@ class RunnerFacts:
     workflow: Workflow
 
     def runner_for(self, plan: BuildPlan) -> Runner:
-        """The first of the plan's EPs (registry order) with a runner of its own, else the target's."""
+        """The first of the plan's EPs (registry order) with a runner of its own, else the target's;
+        a cross-compiled target builds (and emulates) on its toolchain's host."""
         for ep in plan.providers:
             runner = self.providers.get(ep.name, {}).get(plan.target.triple)
             if runner is not None:
                 return runner
+        if plan.toolchain.is_cross(plan.target.triple):
+            return self.targets[str(plan.toolchain.cross[plan.target.triple]["host"])]
         return self.targets[plan.target.triple]
 
     def nox_for(self, plan: BuildPlan) -> str:
@@ -172,6 +175,7 @@ def matrix_entry(plan: BuildPlan, facts: RunnerFacts) -> dict[str, str | bool | 
         "target": plan.target.triple,
         "runner": runner.runs_on,
         "build": build,
+        # A cross-built wheel runs on its build host too: `ortdist smoke` emulates its CPU.
         "smoke": build and plan.builds_wheel and runner.native,
         "nox": facts.nox_for(plan),
     }

@@ -58,8 +58,9 @@ class Cache:
     def sources(self) -> Path:
         return self.root / "sources"
 
-    def wheelhouse(self, python: str) -> Path:
-        return self.root / "wheelhouse" / f"cp{python.replace('.', '')}"
+    def wheelhouse(self, python: str, arch: str = "x86_64") -> Path:
+        tag = f"cp{python.replace('.', '')}"
+        return self.root / "wheelhouse" / (tag if arch == "x86_64" else f"{tag}-{arch}")
 
     def work(self, recipe: str) -> Path:
         return self.root / "work" / recipe

@@ -55,18 +55,33 @@ def attribute(symbols: Iterable[Symbol], definers: Iterable[tuple[str, set[str]]
     return {s.name: owner.get(s.name, "unattributed") for s in symbols}
 
 
-def kernel_key(demangled: str) -> str:
-    """onnxruntime::Conv<float>::Compute(...) const -> onnxruntime::Conv<float> (the kernel class)."""
-    head = demangled.split("(", 1)[0]
-    depth, cut = 0, -1
-    for i, char in enumerate(head):
-        if char == "<":
+def _depth0(text: str, char: str) -> list[int]:
+    """Positions of ``char`` outside template brackets."""
+    depth, out = 0, []
+    for i, c in enumerate(text):
+        if c == "<":
             depth += 1
-        elif char == ">":
+        elif c == ">":
             depth -= 1
-        elif char == ":" and depth == 0 and head[i : i + 2] == "::":
-            cut = i
-    return head[:cut] if cut > 0 else head
+        elif c == char and depth == 0:
+            out.append(i)
+    return out
+
+
+def kernel_key(demangled: str) -> str:
+    """onnxruntime::Conv<float>::Compute(...) const -> onnxruntime::Conv<float> (the kernel class);
+    a free function keeps its own name, without its return type."""
+    head = demangled.split("(", 1)[0]
+    spaces = _depth0(head, " ")
+    if spaces:  # "Status onnxruntime::MaxPoolV8<float>": drop the return type
+        head = head[spaces[-1] + 1 :]
+    colons = [i for i in _depth0(head, ":") if head[i : i + 2] == "::"]
+    if not colons:
+        return head
+    owner = head[: colons[-1]]
+    # ORT's classes are CamelCase; an all-lowercase owner is a namespace: keep the function.
+    last = owner.rsplit("::", 1)[-1]
+    return owner if any(c.isupper() for c in last) else head
 
 
 def breakdown(

@@ -47,7 +47,7 @@ def test_manifest_lists_verified_artifacts(built: tuple[Path, dict[str, Any], st
     assert manifest["ort_version"] == "1.21.0"
     assert manifest["provider_names"] == ["CPUExecutionProvider"]
     kinds = {a["kind"]: a for a in manifest["artifacts"]}
-    assert set(kinds) == {"wheel", "c-library"}
+    assert set(kinds) == {"wheel", "c-library", "size-report"}
     for art in manifest["artifacts"]:
         data = (out / art["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == art["sha256"]

@@ -24,7 +24,8 @@ from ortdist.recipe import Recipe
 from ortdist.toolchains import load_toolchain, make_toolchain
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.toml"))
-PLAN_ONLY = {"coreml-macos-arm64", "dml-windows-x64"}
+PLAN_ONLY = {"coreml-macos-arm64", "dml-windows-x64", "android-arm64", "ios-arm64"}
+NO_WHEEL = {"slim-linux-aarch64"}
 COMMON_DEFINES = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DCMAKE_INSTALL_PREFIX=/ortdist/work/install",
@@ -167,11 +168,18 @@ def test_every_recipe_has_a_job_on_the_runner_with_what_it_needs(project: Path) 
     facts = ci.runner_facts()
     rows = {plan.recipe.name: ci.matrix_entry(plan, facts) for plan in all_plans(project)}
     assert sorted(rows) == RECIPES
-    expected_runner = {"arm64-apple-darwin": ("macos-14",), "x86_64-pc-windows-msvc": ("windows-2022",)}
+    expected_runner = {
+        "arm64-apple-darwin": ("macos-14",),
+        "arm64-apple-ios": ("macos-14",),
+        "x86_64-pc-windows-msvc": ("windows-2022",),
+    }
     for name, row in rows.items():
+        # aarch64 Linux is cross-built (and emulated) on the x86_64 runner; Android on Ubuntu's NDK
         assert row["runner"] == expected_runner.get(str(row["target"]), ("ubuntu-24.04",)), name
         assert row["build"] is (name not in PLAN_ONLY)
-        assert row["smoke"] is (name not in PLAN_ONLY)  # every buildable recipe has a wheel the runner can run
+        assert row["smoke"] is (name not in PLAN_ONLY | NO_WHEEL), name
+    assert rows["android-arm64"]["nox"] == 'ANDROID_NDK_HOME="$ANDROID_NDK_LATEST_HOME" python -m nox'
+
     assert rows["cpu-linux"]["nox"] == 'sudo -E "$pythonLocation/bin/python" -m nox'
     assert rows["coreml-macos-arm64"]["nox"] == "python -m nox"
     # the three wheel platforms are all in the matrix
@@ -197,7 +205,9 @@ def test_gpu_android_and_arm_recipes_get_their_runners(project: Path, recipe_fro
     assert row('execution_providers = ["cuda"]\n')["runner"] == ("self-hosted", "linux", "x64", "gpu")
     arm_gpu = row('target = "aarch64-unknown-linux-gnu"\nexecution_providers = ["cuda"]\n')
     assert arm_gpu["runner"] == ("self-hosted", "linux", "arm64", "gpu")
-    assert row('target = "aarch64-unknown-linux-gnu"\n')["runner"] == ("ubuntu-24.04-arm",)
+    # debian-trixie cross-builds arm64 Linux: on its x86_64 host, emulating the target for tests
+    cross = row('target = "aarch64-unknown-linux-gnu"\n')
+    assert cross["runner"] == ("ubuntu-24.04",) and cross["smoke"]
     android = row('target = "aarch64-linux-android"\nexecution_providers = ["nnapi"]\n[wheel]\nenabled = false\n')
     assert android["runner"] == ("ubuntu-24.04",) and android["build"] and not android["smoke"]
     assert "NDK" in facts.targets["aarch64-linux-android"].note

@@ -102,7 +102,7 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004"]
+    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004", "0005"]
     for patch in patches:
         text = patch.path.read_text()
         assert text.startswith("Subject: ")

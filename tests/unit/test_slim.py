@@ -253,3 +253,33 @@ def test_kernel_key_keeps_template_arguments() -> None:
         "onnxruntime::Pool<float, onnxruntime::MaxPool<1>>"
     )
     assert size.kernel_key("MlasGemm") == "MlasGemm"
+
+
+def test_kernel_key_drops_return_types_and_keeps_free_functions() -> None:
+    assert size.kernel_key("onnxruntime::common::Status onnxruntime::MaxPoolV8<float>(int) const") == (
+        "onnxruntime::MaxPoolV8<float>"
+    )
+    assert size.kernel_key("onnxruntime::detail::MakeString(char const*)") == "onnxruntime::detail::MakeString"
+
+
+def test_unstripped_link_command() -> None:
+    commands = "\n".join(
+        [
+            "ccache c++ -c a.cc -o a.o",
+            ": && /usr/bin/c++ -fPIC -Os -s -Wl,--gc-sections -shared -o libonnxruntime.so.1.21.0 x.o lib.a && :",
+        ]
+    )
+    relink = bundle.unstripped_link_command(commands, "libonnxruntime.so.1.21.0", "/w/lib.unstripped")
+    assert " -s " not in relink and "-o /w/lib.unstripped" in relink and "-Wl,--gc-sections" in relink
+    assert bundle.unstripped_link_command(commands.replace(" -s", ""), "libonnxruntime.so.1.21.0", "/w/x") == ""
+    with pytest.raises(BuildError, match="no link command"):
+        bundle.unstripped_link_command("nothing", "libonnxruntime.so.1.21.0", "/w/x")
+
+
+def test_system_archives_are_left_to_the_consumer() -> None:
+    fragments = [
+        {"fragment": "/usr/lib/x86_64-linux-gnu/librt.a", "role": "libraries"},
+        {"fragment": "-latomic", "role": "libraries"},
+    ]
+    graph = bundle.link_graph(fragments, "/ortdist/build", lambda _p: True)
+    assert graph.archives == () and graph.system_libs == ("rt", "atomic")

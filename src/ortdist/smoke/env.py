@@ -17,7 +17,7 @@ from typing import TextIO
 from .. import run
 from ..errors import CheckError
 from ..fsutil import remove_tree
-from ..paths import IN_ROOT, IN_ROOT_WHEELHOUSE, Cache
+from ..paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE, Cache
 from ..toolchains import Bind, Toolchain
 from ..toolchains.debian_sysroot import pip_download_argv
 from .wheelinfo import WheelInfo
@@ -49,9 +49,10 @@ def host_python(version: str) -> str | None:
 
 @dataclass(frozen=True)
 class Choice:
-    kind: str  # "host" or "root"
+    kind: str  # "host", "root", or "emulated" (another CPU's wheel, under the toolchain's emulator)
     python: str  # interpreter to create the venv with
     reason: str
+    triple: str = ""  # emulated: the cross target of the toolchain whose sysroot and emulator run it
 
 
 def choose(
@@ -60,8 +61,20 @@ def choose(
     toolchain_glibc: tuple[int, int],
     glibc: tuple[int, int],
     python: str | None,
+    emulated: dict[str, str] | None = None,
 ) -> Choice:
-    """Pure: the host when it can run the wheel, else the clean root, else a clear refusal."""
+    """Pure: the host when it can run the wheel, else the clean root, else (a wheel for another
+    CPU) the toolchain's emulator with its target sysroot's Python, else a clear refusal.
+    ``emulated`` maps an arch the toolchain can emulate to its cross triple."""
+    if info.arch != HOST_ARCH:
+        triple = (emulated or {}).get(info.arch)
+        if triple is None or info.python not in toolchain_python:
+            raise CheckError(
+                f"{info.path.name} is for {info.arch}; nothing here runs CPython {info.python} for it",
+                where=str(info.path),
+                fix="smoke-test it on an arm64 machine, or use a toolchain with a cross target (and emulator) for it",
+            )
+        return Choice("emulated", f"python{info.python}", f"{info.arch} under the emulator of {triple}", triple)
     if python and info.glibc is not None and glibc >= info.glibc:
         return Choice("host", python, f"host CPython {info.python} and glibc {glibc[0]}.{glibc[1]} fit the tag")
     if info.python in toolchain_python and (info.glibc is None or toolchain_glibc >= info.glibc):
@@ -75,6 +88,8 @@ def choose(
     )
 
 
+HOST_ARCH = os.uname().machine
+
 MAX_CRASHES = 25  # beyond this the wheel is broken, not a kernel or two
 
 
@@ -84,9 +99,9 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
     A case that crashes the interpreter (a native kernel raising SIGFPE, say) is recorded as a
     failed case and the runner restarts after it, so one bad kernel cannot hide every other result.
     """
-    house = cache.wheelhouse(info.python)
+    house = cache.wheelhouse(info.python, info.arch)
     run.capture(
-        pip_download_argv(house, info.python, list(info.requires)),
+        pip_download_argv(house, info.python, list(info.requires), info.arch),
         error=CheckError,
         what=f"downloading the requirements of {info.path.name}",
     )
@@ -104,7 +119,11 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
             ).returncode
     else:
         with (cache.root / "smoke-root.log").open("w", encoding="utf-8") as root_log:
-            root = toolchain.ensure_clean_root(cache, root_log)
+            if choice.kind == "emulated":
+                root = toolchain.ensure_build_root(cache, root_log)
+                target = toolchain.ensure_target_root(cache, root, choice.triple, root_log)
+            else:
+                root = toolchain.ensure_clean_root(cache, root_log)
         venv.mkdir(parents=True)
         here, wheel_dir, house_seen = IN_ROOT_SMOKE, IN_ROOT / "wheel", IN_ROOT_WHEELHOUSE
         binds = [
@@ -112,20 +131,27 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
             Bind(house, IN_ROOT_WHEELHOUSE, read_only=True),
             Bind(workdir, IN_ROOT_SMOKE),
         ]
+        if choice.kind == "emulated":
+            binds.append(Bind(target, IN_ROOT_TARGET, read_only=True))
 
         def shell(script: str) -> int:
             return run.stream(
                 toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds), on_line=lambda _l: None, log=log
             )
 
+    python, venv_python = choice.python, f"{here}/venv/bin/python"
+    if choice.kind == "emulated":
+        emulator = f"{toolchain.spec.cross[choice.triple]['emulator']} -L {IN_ROOT_TARGET}"
+        python = f"{emulator} {IN_ROOT_TARGET}/usr/bin/{choice.python}"
+        venv_python = f"{emulator} {venv_python}"
     code = shell(
-        f"{choice.python} -m venv {here}/venv && "
-        f"{here}/venv/bin/pip install --quiet --no-index --find-links {house_seen} {wheel_dir}/{info.path.name}"
+        f"{python} -m venv {here}/venv && "
+        f"{venv_python} -m pip install --quiet --no-index --find-links {house_seen} {wheel_dir}/{info.path.name}"
     )
     if code != 0:
         return code
     for _ in range(MAX_CRASHES + 1):
-        code = shell(f"cd {here} && {here}/venv/bin/python runner.py plan.json result.json")
+        code = shell(f"cd {here} && {venv_python} runner.py plan.json result.json")
         if code in (0, 1) or not record_crash(workdir, code):
             return code
     return code

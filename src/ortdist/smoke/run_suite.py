@@ -134,8 +134,15 @@ def smoke_wheel(
     started = time.monotonic()
     info = read_wheel(wheel)
     glibc_major, glibc_minor = (int(x) for x in toolchain.spec.glibc.split(".")[:2])
+    targets = registry.targets()
+    emulated = {targets[t].arch: t for t in toolchain.spec.cross if t in targets}
     choice = env.choose(
-        info, toolchain.spec.python, (glibc_major, glibc_minor), env.host_glibc(), env.host_python(info.python)
+        info,
+        toolchain.spec.python,
+        (glibc_major, glibc_minor),
+        env.host_glibc(),
+        env.host_python(info.python),
+        emulated,
     )
     print(f"ortdist: smoke {wheel.name}: {choice.reason}", file=sys.stderr)
     workdir = cache.root / "smoke" / "runs" / wheel.stem

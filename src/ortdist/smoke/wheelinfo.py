@@ -24,6 +24,7 @@ class WheelInfo:
     glibc: tuple[int, int] | None  # None: not a manylinux wheel (linux_x86_64 runs only where built)
     requires: tuple[str, ...]
     record: dict[str, Any] | None
+    arch: str = "x86_64"  # the CPU of the wheel's platform tag
 
     @property
     def claimed_providers(self) -> list[str] | None:
@@ -41,6 +42,15 @@ def glibc_floor(platform_tags: str) -> tuple[int, int] | None:
         elif plat.split("_x86_64")[0].split("_aarch64")[0] in _LEGACY:
             floors.append(_LEGACY[plat.split("_x86_64")[0].split("_aarch64")[0]])
     return min(floors) if floors else None
+
+
+def wheel_arch(platform_tags: str) -> str:
+    """'manylinux_2_39_aarch64' -> 'aarch64' (the first tag's CPU; 'any' wheels count as x86_64)."""
+    first = platform_tags.split(".")[0]
+    for arch in ("x86_64", "aarch64"):
+        if first.endswith(arch):
+            return arch
+    return "x86_64"
 
 
 def read_wheel(path: Path) -> WheelInfo:
@@ -74,4 +84,11 @@ def read_wheel(path: Path) -> WheelInfo:
             f"not a zip archive: {exc}", where=str(path), fix="re-download or rebuild the wheel"
         ) from exc
     requires = tuple(r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r)
-    return WheelInfo(path=path, python=f"{py[2]}.{py[3:]}", glibc=glibc_floor(plat), requires=requires, record=record)
+    return WheelInfo(
+        path=path,
+        python=f"{py[2]}.{py[3:]}",
+        glibc=glibc_floor(plat),
+        requires=requires,
+        record=record,
+        arch=wheel_arch(plat),
+    )

@@ -336,8 +336,8 @@ def relativize_symlinks(root: Path) -> int:
     return changed
 
 
-def pip_download_argv(dest: Path, python: str, requirements: Sequence[str]) -> list[str]:
-    """pip download for CPython ``python`` on x86_64 Linux, binary wheels only."""
+def pip_download_argv(dest: Path, python: str, requirements: Sequence[str], arch: str = "x86_64") -> list[str]:
+    """pip download for CPython ``python`` on ``arch`` Linux, binary wheels only."""
     tag = python.replace(".", "")
     argv = [
         sys.executable,
@@ -359,6 +359,6 @@ def pip_download_argv(dest: Path, python: str, requirements: Sequence[str]) -> l
         "--abi",
         "none",
     ]
-    for plat in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"):
+    for plat in (f"manylinux_2_28_{arch}", f"manylinux_2_17_{arch}", f"manylinux2014_{arch}", "any"):
         argv += ["--platform", plat]
     return [*argv, *requirements]
