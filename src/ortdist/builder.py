@@ -431,6 +431,8 @@ class Builder:
             return self.build_dir / path.relative_to(IN_ROOT_BUILD)
         if path.is_relative_to(IN_ROOT_WORK):
             return self.work_dir / path.relative_to(IN_ROOT_WORK)
+        if self.target_root is not None and path.is_relative_to(IN_ROOT_TARGET):
+            return self.target_root / path.relative_to(IN_ROOT_TARGET)
         return self.root / path.relative_to("/")
 
     def step_bundle(self) -> None:
@@ -458,7 +460,22 @@ class Builder:
         remove_tree(stage)
         (stage / "lib" / "pkgconfig").mkdir(parents=True)
         archive = f"{IN_ROOT_WORK}/static/lib/libonnxruntime.a"
-        (self.work_dir / "bundle.mri").write_text(bundle.mri_script(archive, graph.archives), encoding="utf-8")
+        archives, objects = list(graph.archives), []
+        sysroot = [f"--sysroot={IN_ROOT_TARGET}"] if self.target_root is not None else []
+        with self._log("bundle-lto") as log:
+            if plan.recipe.features.lto:
+                own, archives = bundle.split_lto(graph.archives, str(IN_ROOT_BUILD))
+                objects = [f"{IN_ROOT_WORK}/onnxruntime-lto.o"]
+                optimize = "-Os" if plan.recipe.build_type == "MinSizeRel" else "-O2"
+                run.call(
+                    self.in_root(
+                        self.root, bundle.lto_object_command(self.tool("g++"), own, objects[0], optimize, sysroot)
+                    ),
+                    log=log,
+                    error=BuildError,
+                    what="compiling the LTO objects for the static archive",
+                )
+        (self.work_dir / "bundle.mri").write_text(bundle.mri_script(archive, archives, objects), encoding="utf-8")
         prefix = self.work_dir / "bundle-prefix"
         remove_tree(prefix)
         with self._log("bundle") as log:
@@ -488,6 +505,7 @@ class Builder:
         (stage / SBOM_IN_ARCHIVE).write_text(
             sbom.dumps(sbom.make_sbom(self.sbom_inputs([]), subject)), encoding="utf-8"
         )
+        (self.work_dir / "onnxruntime-lto.o").unlink(missing_ok=True)
         merged: dict[str, int] = {}
         for archive_path in graph.archives:
             component = bundle.component_of(archive_path)

@@ -227,7 +227,7 @@ class DebianSysroot:
     # --- cross targets ------------------------------------------------------------------------
     def target_root_path(self, cache: Cache, triple: str) -> Path:
         cross = self.spec.cross[triple]
-        digest = sha256_text(self.spec.suite, self.spec.mirror, cross["dpkg_arch"], *cross["packages"])
+        digest = sha256_text(TARGET_LAYOUT, self.spec.suite, self.spec.mirror, cross["dpkg_arch"], *cross["packages"])
         return cache.sysroots / f"{self.spec.name}-{cross['dpkg_arch']}-target-{digest[:12]}"
 
     def ensure_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
@@ -295,6 +295,11 @@ class DebianSysroot:
                 name, version = deb.name.split("_")[:2]
                 versions[name] = version.replace("%3a", ":")
             relativize_symlinks(tmp)
+            # Debian's merged /usr: /lib etc. are links a real root gets from debootstrap; the
+            # program interpreter (/lib/ld-linux-*.so.1) is found through them.
+            for top in ("bin", "sbin", "lib"):
+                if not (tmp / top).exists() and (tmp / "usr" / top).is_dir():
+                    (tmp / top).symlink_to(f"usr/{top}")
             info = {
                 "toolchain": self.spec.name,
                 "arch": arch,
@@ -320,6 +325,10 @@ class DebianSysroot:
                 if ".so" in name:
                     owners.setdefault(name, package)
         return owners
+
+
+# Bumped when the way a target sysroot is laid out changes, so cached ones are re-made.
+TARGET_LAYOUT = "merged-usr-1"
 
 
 def relativize_symlinks(root: Path) -> int:
