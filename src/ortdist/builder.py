@@ -49,6 +49,7 @@ from .paths import (
 from .plan import BuildPlan
 from .progress import NinjaProgress, failure_excerpt, format_duration
 from .reduce import analyze, models
+from .smoke.env import venv_commands
 from .toolchains import Bind, Toolchain
 from .toolchains.debian_sysroot import pip_download_argv, require_host_tools
 from .wheel import assemble, record, repair
@@ -614,12 +615,17 @@ class Builder:
         self.raw_wheel = repair.single_wheel(raw)
 
     def target_library_env(self) -> list[str]:
-        """``env LD_LIBRARY_PATH=...`` naming a cross target's libraries (auditwheel looks there)."""
+        """For a cross target: ``env`` naming its libraries (auditwheel grafts them from there) and
+        putting its ``strip`` first on PATH (auditwheel --strip calls plain ``strip``)."""
         paths = self.plan.toolchain.cross.get(self.plan.target.triple, {}).get("library_path", [])
         if not paths:
             return []
+        tools = self.work_dir / "target-tools"
+        remove_tree(tools)
+        tools.mkdir(parents=True)
+        (tools / "strip").symlink_to(f"/usr/bin/{self.tool('strip')}")  # resolved inside the root
         joined = ":".join(str(p).replace("{target}", str(IN_ROOT_TARGET)) for p in paths)
-        return ["env", f"LD_LIBRARY_PATH={joined}"]
+        return ["env", f"LD_LIBRARY_PATH={joined}", f"PATH={IN_ROOT_WORK}/target-tools:/usr/sbin:/usr/bin:/sbin:/bin"]
 
     def step_repair(self) -> None:
         repaired = self.work_dir / "wheel" / "repaired"
@@ -758,23 +764,20 @@ class Builder:
                 Bind(venv, IN_ROOT / "venv"),
             ]
             if cross:
-                # The target's own CPython, under the emulator, in the build root beside its sysroot
-                # (which holds no build dependency the wheel could borrow: they sit in the
-                # sysroot's library path only for the linker).
-                emulate = f"{cross['emulator']} -L {IN_ROOT_TARGET}"
-                python_cmd, venv_python = (
-                    f"{emulate} {IN_ROOT_TARGET}/usr/bin/python{python}",
-                    f"{emulate} /ortdist/venv/bin/python",
-                )
+                # The target's own CPython, under the emulator, in the build root beside the
+                # target sysroot: the emulator finds the target's libc and Python there, not the
+                # libraries a forgotten graft would need (those are in its linker path only).
                 check_root, binds = self.root, [*self.binds(), *binds]
             else:
-                python_cmd, venv_python = f"python{python}", "/ortdist/venv/bin/python"
                 check_root = self.toolchain.ensure_clean_root(self.cache, log)
+            cmds = venv_commands(
+                f"python{python}", "/ortdist/venv", str(cross["emulator"]) if cross else "", str(IN_ROOT_TARGET)
+            )
             script = (
-                f"{python_cmd} -m venv /ortdist/venv && "
-                f"{venv_python} -m pip install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
+                f"{cmds.create} && "
+                f"{cmds.pip} install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
                 f"/ortdist/wheel/{self.wheel.name} && "
-                f"cd /ortdist/check && {venv_python} probe.py {model_file} data.npz result.json {tolerance}"
+                f"cd /ortdist/check && {cmds.python} probe.py {model_file} data.npz result.json {tolerance}"
             )
             # The probe explains failures in result.json; its exit code only confirms them.
             code = run.stream(

@@ -46,13 +46,18 @@ def parse_archive_definitions(text: str) -> set[str]:
     return names
 
 
+def base_name(symbol: str) -> str:
+    """GCC's clones and LTO-local copies keep their origin before a dot: foo.lto_priv.0, bar.constprop.0."""
+    return symbol.split(".", 1)[0] if not symbol.startswith(".") else symbol
+
+
 def attribute(symbols: Iterable[Symbol], definers: Iterable[tuple[str, set[str]]]) -> dict[str, str]:
     """Symbol name -> component; the first archive in link order that defines it wins (as for the linker)."""
     owner: dict[str, str] = {}
     for component, names in definers:
         for name in names:
-            owner.setdefault(name, component)
-    return {s.name: owner.get(s.name, "unattributed") for s in symbols}
+            owner.setdefault(base_name(name), component)
+    return {s.name: owner.get(base_name(s.name), "unattributed") for s in symbols}
 
 
 def _depth0(text: str, char: str) -> list[int]:

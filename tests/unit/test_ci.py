@@ -25,7 +25,7 @@ from ortdist.toolchains import load_toolchain, make_toolchain
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.toml"))
 PLAN_ONLY = {"coreml-macos-arm64", "dml-windows-x64", "android-arm64", "ios-arm64"}
-NO_WHEEL = {"slim-linux-aarch64"}
+NO_WHEEL: set[str] = set()
 COMMON_DEFINES = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DCMAKE_INSTALL_PREFIX=/ortdist/work/install",

@@ -283,3 +283,21 @@ def test_system_archives_are_left_to_the_consumer() -> None:
     ]
     graph = bundle.link_graph(fragments, "/ortdist/build", lambda _p: True)
     assert graph.archives == () and graph.system_libs == ("rt", "atomic")
+
+
+def test_lto_clones_are_attributed_to_their_origin() -> None:
+    symbols = size.parse_nm_sizes("0000000000001000 0000000000000100 t _ZN11onnxruntime4ConvIfE7ComputeEv.lto_priv.0")
+    owners = size.attribute(symbols, [("ort:providers", {"_ZN11onnxruntime4ConvIfE7ComputeEv"})])
+    assert owners == {"_ZN11onnxruntime4ConvIfE7ComputeEv.lto_priv.0": "ort:providers"}
+
+
+def test_reduce_files_must_exist(write_recipe: Callable[..., Path]) -> None:
+    from ortdist.recipe import load_recipe
+
+    with pytest.raises(RecipeError, match=r"'ops\.config' does not exist"):
+        load_recipe(write_recipe('[reduce]\nconfig = "ops.config"\n'))
+    path = write_recipe('[reduce]\nmodels = ["m.onnx"]\n')
+    with pytest.raises(RecipeError, match=r"'m\.onnx' does not exist"):
+        load_recipe(path)
+    (path.parent / "m.onnx").write_bytes(b"x")
+    assert load_recipe(path).reduce.models == ("m.onnx",)

@@ -200,6 +200,16 @@ def validate(recipe: Recipe, origin: Path) -> None:
             fix="set enabled = false under [wheel]",
         )
     validate_reduction(recipe, where)
+    if origin.suffix == ".toml":  # files named by the recipe, relative to it
+        named = [("config", recipe.reduce.config)] if recipe.reduce.config else []
+        named += [(f"models[{i}]", m) for i, m in enumerate(recipe.reduce.models) if not m.startswith(REFERENCE_PREFIX)]
+        for key, rel in named:
+            if not (origin.parent / rel).is_file():
+                raise RecipeError(
+                    f"{rel!r} does not exist (paths are relative to the recipe)",
+                    where=f"{where} [reduce] key '{key}'",
+                    fix=f"put the file at {origin.parent / rel} or fix the path",
+                )
 
 
 # CMake switches derived from [reduce] / [features]; a recipe may not set them in cmake_defines.

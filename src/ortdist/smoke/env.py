@@ -90,7 +90,39 @@ def choose(
 
 HOST_ARCH = os.uname().machine
 
-MAX_CRASHES = 25  # beyond this the wheel is broken, not a kernel or two
+
+@dataclass(frozen=True)
+class VenvCommands:
+    """Shell fragments that create a venv, pip-install into it and run its Python."""
+
+    create: str
+    pip: str
+    python: str
+
+
+def venv_commands(python: str, venv: str, emulator: str = "", target: str = "") -> VenvCommands:
+    """Native: the usual. Emulated (another CPU, no binfmt handler): every process of the target's
+    Python must be started through the emulator, so the venv is made without pip (ensurepip would
+    exec the new interpreter directly) and pip runs from the target's own pip wheel."""
+    if not emulator:
+        return VenvCommands(f"{python} -m venv {venv}", f"{venv}/bin/python -m pip", f"{venv}/bin/python")
+    run = f"{emulator} -L {target}"
+    pip_wheel = f"$(ls {target}/usr/share/python-wheels/pip-*.whl | head -n1)/pip"
+    return VenvCommands(
+        f"{run} {target}/usr/bin/{python} -m venv --without-pip {venv}",
+        f"{run} {venv}/bin/python {pip_wheel}",
+        f"{run} {venv}/bin/python",
+    )
+
+
+MAX_CRASHES = 25
+CASE_KEYS = (
+    "suite",
+    "name",
+    "provider",
+    "must_take",
+    "expect_error",
+)  # as in runner.py  # beyond this the wheel is broken, not a kernel or two
 
 
 def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, toolchain: Toolchain, log: TextIO) -> int:
@@ -139,19 +171,16 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
                 toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds), on_line=lambda _l: None, log=log
             )
 
-    python, venv_python = choice.python, f"{here}/venv/bin/python"
-    if choice.kind == "emulated":
-        emulator = f"{toolchain.spec.cross[choice.triple]['emulator']} -L {IN_ROOT_TARGET}"
-        python = f"{emulator} {IN_ROOT_TARGET}/usr/bin/{choice.python}"
-        venv_python = f"{emulator} {venv_python}"
+    emulator = str(toolchain.spec.cross[choice.triple]["emulator"]) if choice.kind == "emulated" else ""
+    venv_cmds = venv_commands(choice.python, f"{here}/venv", emulator, str(IN_ROOT_TARGET))
     code = shell(
-        f"{python} -m venv {here}/venv && "
-        f"{venv_python} -m pip install --quiet --no-index --find-links {house_seen} {wheel_dir}/{info.path.name}"
+        f"{venv_cmds.create} && "
+        f"{venv_cmds.pip} install --quiet --no-index --find-links {house_seen} {wheel_dir}/{info.path.name}"
     )
     if code != 0:
         return code
     for _ in range(MAX_CRASHES + 1):
-        code = shell(f"cd {here} && {venv_python} runner.py plan.json result.json")
+        code = shell(f"cd {here} && {venv_cmds.python} runner.py plan.json result.json")
         if code in (0, 1) or not record_crash(workdir, code):
             return code
     return code
@@ -177,7 +206,7 @@ def record_crash(workdir: Path, code: int) -> bool:
         return False
     index = int(text)
     case = json.loads((workdir / "plan.json").read_text())["cases"][index]
-    crashed = {k: case[k] for k in ("suite", "name", "provider", "must_take")} | {
+    crashed = {k: case[k] for k in CASE_KEYS if k in case} | {
         "status": "error",
         "error": f"crashed: the interpreter died with {crash_signal(code)} in this case",
     }
