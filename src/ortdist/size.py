@@ -76,7 +76,9 @@ def _depth0(text: str, char: str) -> list[int]:
 def kernel_key(demangled: str) -> str:
     """onnxruntime::Conv<float>::Compute(...) const -> onnxruntime::Conv<float> (the kernel class);
     a free function keeps its own name, without its return type."""
-    head = demangled.split("(", 1)[0]
+    name = demangled.replace("(anonymous namespace)", "{anonymous}")
+    parens = _depth0(name, "(")
+    head = name[: parens[0]] if parens else name
     spaces = _depth0(head, " ")
     if spaces:  # "Status onnxruntime::MaxPoolV8<float>": drop the return type
         head = head[spaces[-1] + 1 :]
@@ -85,8 +87,8 @@ def kernel_key(demangled: str) -> str:
         return head
     owner = head[: colons[-1]]
     # ORT's classes are CamelCase; an all-lowercase owner is a namespace: keep the function.
-    last = owner.rsplit("::", 1)[-1]
-    return owner if any(c.isupper() for c in last) else head
+    last = owner[colons[-2] + 2 :] if len(colons) > 1 else owner
+    return owner if any(c.isupper() for c in last.split("<", 1)[0]) else head
 
 
 def breakdown(

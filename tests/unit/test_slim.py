@@ -301,3 +301,11 @@ def test_reduce_files_must_exist(write_recipe: Callable[..., Path]) -> None:
         load_recipe(path)
     (path.parent / "m.onnx").write_bytes(b"x")
     assert load_recipe(path).reduce.models == ("m.onnx",)
+
+
+def test_kernel_key_of_lambdas_and_anonymous_namespaces() -> None:
+    handler = "std::_Function_handler<void (long), onnxruntime::Foo<float>::Compute()::{lambda(long)#1}>"
+    assert size.kernel_key(handler + "::_M_invoke(std::_Any_data const&, long&&)") == handler
+    assert size.kernel_key("onnxruntime::contrib::(anonymous namespace)::Impl<float>::Run(int)") == (
+        "onnxruntime::contrib::{anonymous}::Impl<float>"
+    )
