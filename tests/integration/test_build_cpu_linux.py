@@ -144,7 +144,7 @@ def test_smoke_suite_passes_with_parity_to_the_official_wheel(
 def test_wheel_and_archive_carry_an_sbom_that_inspect_prints(built: tuple[Path, dict[str, Any], str]) -> None:
     out, manifest, _ = built
     project = Path(__file__).resolve().parents[2]
-    for art in manifest["artifacts"]:
+    for art in [a for a in manifest["artifacts"] if a["kind"] in ("wheel", "c-library")]:
         proc = ortdist(project, "inspect", str(out / art["path"]))
         assert proc.returncode == 0, proc.stderr
         assert "recipe:    cpu-linux (x86_64-unknown-linux-gnu); EPs: cpu" in proc.stdout
