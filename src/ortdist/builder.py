@@ -683,6 +683,8 @@ class Builder:
             root_packages=self.root_packages,
             source_date_epoch=self.source_date_epoch(),
             bundled=bundled,
+            target_packages=self.toolchain.installed_packages(self.target_root) if self.target_root else {},
+            target_arch=str(self.plan.toolchain.cross.get(self.plan.target.triple, {}).get("dpkg_arch", "")),
         )
 
     def _add_wheel_sbom(self, wheel: Path) -> None:

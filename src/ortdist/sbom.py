@@ -54,6 +54,9 @@ class SbomInputs:
     root_packages: Mapping[str, str]  # package -> version installed in the build sysroot
     source_date_epoch: int
     bundled: Sequence[BundledFile] = field(default_factory=tuple)
+    # A cross build's target sysroot: package -> version, and its Debian architecture.
+    target_packages: Mapping[str, str] = field(default_factory=dict)
+    target_arch: str = ""
 
 
 def original_soname(grafted_name: str) -> str:
@@ -154,6 +157,27 @@ def make_sbom(inputs: SbomInputs, subject: Mapping[str, str]) -> dict[str, Any]:
             ],
         }
     )
+    if inputs.target_packages:
+        arch = inputs.target_arch
+        components.append(
+            {
+                "type": "platform",
+                "bom-ref": f"target-sysroot:{plan.target.triple}",
+                "name": f"{plan.toolchain.name}-{arch}-target",
+                "version": arch,
+                "description": f"Debian {suite} {arch} target sysroot ({len(inputs.target_packages)} packages)",
+                "components": [
+                    {
+                        "type": "library",
+                        "bom-ref": f"deb-{arch}:{name}",
+                        "name": name,
+                        "version": version,
+                        "purl": _deb_purl(name, version, suite, arch),
+                    }
+                    for name, version in sorted(inputs.target_packages.items())
+                ],
+            }
+        )
     for f in sorted(inputs.bundled, key=lambda b: b.path):
         entry: dict[str, Any] = {
             "type": "file",

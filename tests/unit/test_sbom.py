@@ -144,3 +144,12 @@ def test_inspect_reports_artifacts_without_an_sbom_clearly(tmp_path: Path) -> No
         sbom.read_artifact_sbom(wheel)
     with pytest.raises(CheckError, match="no such file"):
         sbom.read_artifact_sbom(tmp_path / "missing.whl")
+
+
+def test_a_cross_build_lists_its_target_sysroot(project: Path) -> None:
+    doc = sbom.make_sbom(inputs(project, target_packages={"libabsl-dev": "20240722.0-4"}, target_arch="arm64"), SUBJECT)
+    platforms = [c for c in doc["components"] if c["type"] == "platform"]
+    target = platforms[-1]
+    assert target["name"].endswith("-arm64-target")
+    (lib,) = target["components"]
+    assert lib["purl"] == "pkg:deb/debian/libabsl-dev@20240722.0-4?arch=arm64&distro=trixie"
