@@ -144,7 +144,8 @@ def test_size_report(slim: tuple[Path, dict[str, Any]]) -> None:
     out, manifest = slim
     report = manifest["size"]
     lib = report["shared_library"]
-    assert 0 < lib["stripped_bytes"] < lib["bytes"] or manifest["target"].startswith("aarch64")
+    # MinSizeRel links with -s: the breakdown comes from a relink that keeps the symbols.
+    assert 0 < lib["stripped_bytes"] <= lib["bytes"] and lib["symbol_bytes"] > 0
     components = {row["component"]: row["bytes"] for row in lib["by_component"]}
     assert components["ort:mlas"] > 0 and components["ort:providers"] > 0
     assert lib["largest_kernels"], "the CPU kernels' component must be broken down"
