@@ -275,7 +275,7 @@ class Builder:
         if recipe.reduce.config:
             inputs.append((self.recipe_path.parent / recipe.reduce.config).resolve())
         config = analyze.analyze(inputs, typed=recipe.reduce.types)
-        config.sources = [p.name if p.is_relative_to(self.models_dir) else str(p) for p in inputs]
+        config.sources = [p.name for p in inputs]  # names only: the published file is machine-independent
         self.op_config.write_text(config.render(), encoding="utf-8")
         published = self.work_dir / "out" / f"{recipe.name}.ops.config"
         published.parent.mkdir(parents=True, exist_ok=True)
@@ -882,10 +882,11 @@ class Builder:
                 **size.breakdown(symbols, owners, demangled, (work / "lib.stripped").stat().st_size),
             },
         }
+        shipped = library if plan.builds_shared_library else f"{library} (linked for the report; not shipped)"
         report["artifacts"].insert(
             0,
             {
-                "name": library,
+                "name": shipped,
                 "bytes": report["shared_library"]["bytes"],
                 "stripped_bytes": report["shared_library"]["stripped_bytes"],
             },
@@ -967,11 +968,8 @@ def verify_check_result(result: dict[str, Any], claimed: list[str], tolerance: f
         if not out.get("nan_pattern_matches", False):
             problems.append(f"output {name!r}: NaN positions differ from onnx.reference (Min/Max NaN semantics)")
         if out.get("max_abs_err", 1.0) > tolerance:
-            problems.append(
-                f"output {name!r}: max abs error {out['max_abs_err']:.3g} > {tolerance:g} vs onnx.reference".replace(
-                    "e-0", "e-"
-                )
-            )
+            limit = f"{tolerance:g}".replace("e-0", "e-")
+            problems.append(f"output {name!r}: max abs error {out['max_abs_err']:.3g} > {limit} vs onnx.reference")
     off_cpu = {n: p for n, p in result.get("node_providers", {}).items() if p != "CPUExecutionProvider"}
     if off_cpu:
         problems.append(f"nodes ran outside CPUExecutionProvider: {off_cpu}")

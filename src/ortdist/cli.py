@@ -13,7 +13,7 @@ from . import __version__, registry, sources
 from .builder import Builder, build_lock
 from .compiler_cache import CACHES, compiler_cache
 from .errors import OrtdistError, PatchError
-from .fsutil import atomic_write_text
+from .fsutil import atomic_copy, atomic_write_text
 from .patches import Patch, apply_series, read_series
 from .paths import Cache, project_root
 from .plan import BuildPlan, make_plan
@@ -285,7 +285,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 if target.exists():
                     raise OrtdistError(f"two models are named {model.name}", where=str(model), fix="rename one")
                 target.write_bytes(model.read_bytes())
-            ort_dir = Path(args.ort_dir) if args.ort_dir else Path(tmp) / "ort"
+            ort_dir = Path(tmp) / "ort"  # converted here; copied to --ort-dir afterwards
             host = models.host_onnxruntime_version()
             if host == version:
                 converted = models.convert_on_host(
@@ -309,6 +309,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                     log=sys.stderr,
                 )
             inputs += converted
+            if args.ort_dir:
+                keep = Path(args.ort_dir)
+                keep.mkdir(parents=True, exist_ok=True)
+                for path in converted:
+                    atomic_copy(path, keep / path.name)
         config = analyze.analyze(inputs, typed=args.types)
     config.sources = [str(p) for p in paths]
     text = config.render()

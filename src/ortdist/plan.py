@@ -182,6 +182,13 @@ def make_plan(
             where=f"recipe {recipe.name} key 'target'",
             fix=f"{toolchain.name} builds for: {', '.join(toolchain.targets)}",
         )
+    if toolchain.is_cross(recipe.target) and any(ep.name != "cpu" for ep in providers):
+        raise RecipeError(
+            f"toolchain {toolchain.name!r} cross-builds only the CPU EP for {recipe.target!r} (its EP packages and "
+            "defines are the host's)",
+            where=f"recipe {recipe.name} key 'execution_providers'",
+            fix='use execution_providers = ["cpu"] for this target',
+        )
     missing = [ep.name for ep in providers if not toolchain.provides(ep.name)]
     if missing:
         raise RecipeError(

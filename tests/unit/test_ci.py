@@ -22,10 +22,11 @@ from ortdist.paths import Cache
 from ortdist.plan import BuildPlan, make_plan
 from ortdist.recipe import Recipe
 from ortdist.toolchains import load_toolchain, make_toolchain
+from ortdist.toolchains.spec import ToolchainSpec
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.toml"))
 PLAN_ONLY = {"coreml-macos-arm64", "dml-windows-x64", "android-arm64", "ios-arm64"}
-NO_WHEEL: set[str] = set()
+NO_WHEEL = {"android-arm64", "ios-arm64"}  # static libraries for apps; plan-only here too
 COMMON_DEFINES = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DCMAKE_INSTALL_PREFIX=/ortdist/work/install",
@@ -197,17 +198,21 @@ def test_gpu_android_and_arm_recipes_get_their_runners(project: Path, recipe_fro
         trixie,
         targets=("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "aarch64-linux-android"),
         ep_packages={"cuda": ("cuda-toolkit",), "nnapi": ()},
+        cross={},  # a toolchain that builds every target natively, on that target's runner
     )
 
-    def row(body: str) -> dict[str, object]:
-        return dict(ci.matrix_entry(make_plan(recipe_from(body), everything, ()), facts))
+    def row(body: str, toolchain: ToolchainSpec = everything) -> dict[str, object]:
+        return dict(ci.matrix_entry(make_plan(recipe_from(body), toolchain, ()), facts))
 
     assert row('execution_providers = ["cuda"]\n')["runner"] == ("self-hosted", "linux", "x64", "gpu")
     arm_gpu = row('target = "aarch64-unknown-linux-gnu"\nexecution_providers = ["cuda"]\n')
     assert arm_gpu["runner"] == ("self-hosted", "linux", "arm64", "gpu")
+    assert row('target = "aarch64-unknown-linux-gnu"\n')["runner"] == ("ubuntu-24.04-arm",)
     # debian-trixie cross-builds arm64 Linux: on its x86_64 host, emulating the target for tests
-    cross = row('target = "aarch64-unknown-linux-gnu"\n')
+    cross = row('target = "aarch64-unknown-linux-gnu"\n', trixie)
     assert cross["runner"] == ("ubuntu-24.04",) and cross["smoke"]
+    with pytest.raises(RecipeError, match="cross-builds only the CPU EP"):
+        row('target = "aarch64-unknown-linux-gnu"\nexecution_providers = ["cuda"]\n', trixie)
     android = row('target = "aarch64-linux-android"\nexecution_providers = ["nnapi"]\n[wheel]\nenabled = false\n')
     assert android["runner"] == ("ubuntu-24.04",) and android["build"] and not android["smoke"]
     assert "NDK" in facts.targets["aarch64-linux-android"].note

@@ -127,6 +127,8 @@ def test_slim_linux_plan(project: Path) -> None:
         ('[features]\nminimal_build = "tiny"\n', "'tiny' is not one of"),
         ('[cmake_defines]\nonnxruntime_MINIMAL_BUILD = "ON"\n', "derived from the recipe's"),
         ("[reduce]\nmodel = []\n", "did you mean 'models'"),
+        ('[features]\nminimal_build = "plain"\n', "runs ORT-format models only"),
+        ('[reduce]\nconfig = "x.config"\n', "reduced wheel is checked"),
     ],
 )
 def test_bad_slim_recipes_are_refused(recipe_from: Callable[..., Recipe], body: str, message: str) -> None:
@@ -295,8 +297,8 @@ def test_reduce_files_must_exist(write_recipe: Callable[..., Path]) -> None:
     from ortdist.recipe import load_recipe
 
     with pytest.raises(RecipeError, match=r"'ops\.config' does not exist"):
-        load_recipe(write_recipe('[reduce]\nconfig = "ops.config"\n'))
-    path = write_recipe('[reduce]\nmodels = ["m.onnx"]\n')
+        load_recipe(write_recipe('[wheel]\nenabled = false\n[reduce]\nconfig = "ops.config"\n'))
+    path = write_recipe('[wheel]\nenabled = false\n[reduce]\nmodels = ["m.onnx"]\n')
     with pytest.raises(RecipeError, match=r"'m\.onnx' does not exist"):
         load_recipe(path)
     (path.parent / "m.onnx").write_bytes(b"x")

@@ -67,7 +67,9 @@ def c_smoke_cases(builder: Builder, smoke: Path) -> list[CSmokeCase]:
 
     ort_dir = builder.models_dir / "ort"
     cases = []
-    if builder.plan.reduced and ort_dir.is_dir():
+    if builder.plan.reduced and not ort_dir.is_dir():
+        return []  # cut from a config alone: no model it is known to run (the link check still runs)
+    if builder.plan.reduced:
         for model in sorted(ort_dir.glob("*.ort")):
             if model.stem in BUILDERS and f"reference:{model.stem}" in builder.plan.recipe.reduce.models:
                 ref = BUILDERS[model.stem]()

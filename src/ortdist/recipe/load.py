@@ -272,3 +272,15 @@ def validate_reduction(recipe: Recipe, where: str) -> None:
                 where=f"{where} [reduce] key 'models[{i}]'",
                 fix="list .onnx files (relative to the recipe) or 'reference:<name>'",
             )
+    if features.minimal_build != "off" and not reduce.models:
+        raise RecipeError(
+            "a minimal build runs ORT-format models only, and ortdist converts them from the recipe's models",
+            where=f"{where} [reduce] key 'models'",
+            fix='list the models the build is for, e.g. models = ["reference:cnn"] under [reduce]',
+        )
+    if reduce.enabled and recipe.wheel.enabled and not any(m.startswith(REFERENCE_PREFIX) for m in reduce.models):
+        raise RecipeError(
+            "a reduced wheel is checked (and smoke-tested) with a reference model it was cut for, and none is listed",
+            where=f"{where} [reduce] key 'models'",
+            fix='add "reference:cnn" (or another reference model) to models',
+        )

@@ -255,6 +255,10 @@ def _record_types(
 
     use = TypeUse()
     if tracking.triple:
+        if len(inputs) < 3:
+            raise ModelError(
+                f"a {domain}:{op} node has {len(inputs)} inputs, expected 3", where=where, fix="check the model"
+            )
         # ORT's OneHot registration key: input 0 (indices), input 2 (values), input 1 (depth) types
         use.triples.add(tuple(type_of(inputs[i], f"input {i}") for i in (0, 2, 1)))
     for index in tracking.inputs:

@@ -67,9 +67,9 @@ def gather_models(entries: Sequence[str], base: Path, dest: Path) -> list[Path]:
             source = (base / entry).resolve()
             if not source.is_file():
                 raise ModelError("model file not found", where=str(source), fix="fix the path in [reduce] models")
-            target = dest / source.name
+            target = dest / f"{source.stem}.onnx"  # the converter and the C smoke find it by stem
             if target.exists():
-                raise ModelError(f"two models are named {source.name}", where=str(source), fix="rename one of them")
+                raise ModelError(f"two models are named {source.stem}", where=str(source), fix="rename one of them")
             shutil.copyfile(source, target)
         out.append(target)
     return out

@@ -201,6 +201,17 @@ def read_ort_model(data: bytes, where: str) -> OrtModel:
             where=where,
             fix="pass an .onnx model, or an .ort file written by ONNX Runtime",
         )
+    try:
+        return _read(data, where)
+    except (UnicodeDecodeError, RecursionError, IndexError) as exc:
+        raise ModelError(
+            f"corrupt ORT-format model ({type(exc).__name__})",
+            where=where,
+            fix="re-convert the model (ortdist analyze converts ONNX models itself)",
+        ) from exc
+
+
+def _read(data: bytes, where: str) -> OrtModel:
     buf = _Buffer(data, where)
     session = buf.deref(0)
     model = buf.table(session, INFERENCE_SESSION_MODEL)

@@ -72,7 +72,7 @@ def choose(
             raise CheckError(
                 f"{info.path.name} is for {info.arch}; nothing here runs CPython {info.python} for it",
                 where=str(info.path),
-                fix="smoke-test it on an arm64 machine, or use a toolchain with a cross target (and emulator) for it",
+                fix=f"smoke-test it on an {info.arch} machine, or with a toolchain that cross-builds (and emulates) it",
             )
         return Choice("emulated", f"python{info.python}", f"{info.arch} under the emulator of {triple}", triple)
     if python and info.glibc is not None and glibc >= info.glibc:
@@ -115,14 +115,10 @@ def venv_commands(python: str, venv: str, emulator: str = "", target: str = "") 
     )
 
 
-MAX_CRASHES = 25
-CASE_KEYS = (
-    "suite",
-    "name",
-    "provider",
-    "must_take",
-    "expect_error",
-)  # as in runner.py  # beyond this the wheel is broken, not a kernel or two
+MAX_CRASHES = 25  # beyond this the wheel is broken, not a kernel or two
+# What a case result carries over from its plan; the same tuple as in runner.py, which runs
+# standalone in the wheel's environment and cannot be imported from here.
+CASE_KEYS = ("suite", "name", "provider", "must_take", "expect_error")
 
 
 def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, toolchain: Toolchain, log: TextIO) -> int:

@@ -89,6 +89,8 @@ _KEYS = {
     "provides",
     "cross",
 }
+# What a [cross.<triple>] table must state.
+_CROSS_KEYS = frozenset({"host", "dpkg_arch", "tool_prefix", "host_packages", "packages", "emulator", "cmake"})
 # What only a toolchain ortdist runs must state (a debootstrap root); plan-only ones may omit them.
 _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 
@@ -158,6 +160,16 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
                 where=str(path),
                 fix="add the EP's packages under [ep_packages] or drop the section",
             )
+    for triple, facts in data.get("cross", {}).items():
+        lacking = sorted(_CROSS_KEYS - set(facts))
+        if lacking:
+            raise RecipeError(
+                f"[cross.{triple}] lacks {', '.join(lacking)}",
+                where=str(path),
+                fix=f"a cross target states {', '.join(sorted(_CROSS_KEYS))}",
+            )
+        if triple not in data.get("targets", ()):
+            raise RecipeError(f"[cross.{triple}] is not in targets", where=str(path), fix="add it to targets")
     try:
         sysroot = {key: data[key] for key in _SYSROOT_KEYS if key in data or not plan_only}
         return ToolchainSpec(
