@@ -311,3 +311,66 @@ def test_kernel_key_of_lambdas_and_anonymous_namespaces() -> None:
     assert size.kernel_key("onnxruntime::contrib::(anonymous namespace)::Impl<float>::Run(int)") == (
         "onnxruntime::contrib::{anonymous}::Impl<float>"
     )
+
+
+# --- helpers of the slim and cross builds -----------------------------------------------------------
+
+
+def test_sync_tree_rewrites_only_what_changed(tmp_path: Path) -> None:
+    import os
+
+    from ortdist.fsutil import sync_tree
+
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    (src / "a").mkdir(parents=True)
+    (src / "a" / "same.cc").write_text("same")
+    (src / "new.cc").write_text("new")
+    (dest / "a").mkdir(parents=True)
+    (dest / "a" / "same.cc").write_text("same")
+    (dest / "stale.cc").write_text("old")
+    os.utime(dest / "a" / "same.cc", (1, 1))
+    assert sync_tree(src, dest) == 1
+    assert (dest / "a" / "same.cc").stat().st_mtime == 1  # untouched: ninja will not recompile it
+    assert (dest / "new.cc").read_text() == "new" and not (dest / "stale.cc").exists()
+
+
+def test_emulated_venv_commands_start_every_process_through_the_emulator() -> None:
+    from ortdist.smoke.env import venv_commands
+
+    native = venv_commands("python3.13", "/v")
+    assert native.create == "python3.13 -m venv /v" and native.python == "/v/bin/python"
+    emulated = venv_commands("python3.13", "/v", "qemu-aarch64", "/t")
+    assert emulated.create == "qemu-aarch64 -L /t /t/usr/bin/python3.13 -m venv --without-pip /v"
+    assert emulated.pip.startswith("qemu-aarch64 -L /t /v/bin/python $(ls /t/usr/share/python-wheels/pip-")
+    assert emulated.python == "qemu-aarch64 -L /t /v/bin/python"
+
+
+def test_a_foreign_wheel_is_emulated_or_refused(tmp_path: Path) -> None:
+    from ortdist.errors import CheckError
+    from ortdist.smoke.env import HOST_ARCH, choose
+    from ortdist.smoke.wheelinfo import WheelInfo, wheel_arch
+
+    assert wheel_arch("manylinux_2_39_aarch64") == "aarch64" and wheel_arch("linux_x86_64") == "x86_64"
+    other = "aarch64" if HOST_ARCH != "aarch64" else "x86_64"
+    info = WheelInfo(path=tmp_path / "w.whl", python="3.13", glibc=(2, 39), requires=(), record=None, arch=other)
+    choice = choose(info, ("3.13",), (2, 41), (2, 36), None, {other: f"{other}-unknown-linux-gnu"})
+    assert choice.kind == "emulated" and choice.triple == f"{other}-unknown-linux-gnu"
+    with pytest.raises(CheckError, match=f"is for {other}"):
+        choose(info, ("3.13",), (2, 41), (2, 36), None, {})
+
+
+def test_a_refusal_is_expected_only_with_the_expected_status() -> None:
+    from ortdist.smoke.suite import judge_case
+
+    base = {"suite": "model", "name": "transformer", "provider": "CPUExecutionProvider", "must_take": "all"}
+    refused = {
+        **base,
+        "expect_error": "NOT_IMPLEMENTED",
+        "status": "error",
+        "error": "NotImplemented: ... NOT_IMPLEMENTED : x",
+    }
+    assert judge_case(refused).passed
+    other = {**refused, "error": "Fail: [ONNXRuntimeError] : 1 : FAIL : broken"}
+    assert not judge_case(other).passed
+    ran = {**base, "expect_error": "NOT_IMPLEMENTED", "status": "ok", "outputs_ok": True, "placement": {}}
+    assert "outside the reduced operator set ran" in judge_case(ran).message
