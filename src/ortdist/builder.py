@@ -766,10 +766,12 @@ class Builder:
                 Bind(venv, IN_ROOT / "venv"),
             ]
             if cross:
-                # The target's own CPython, under the emulator, in the build root beside the
-                # target sysroot: the emulator finds the target's libc and Python there, not the
-                # libraries a forgotten graft would need (those are in its linker path only).
-                check_root, binds = self.root, [*self.binds(), *binds]
+                # The target's own CPython, under the emulator, from a root with nothing but that
+                # Python: a library the wheel forgot to bundle fails the import, as natively.
+                clean_target = self.toolchain.ensure_clean_target_root(
+                    self.cache, self.root, self.plan.target.triple, log
+                )
+                check_root, binds = self.root, [*binds, Bind(clean_target, IN_ROOT_TARGET, read_only=True)]
             else:
                 check_root = self.toolchain.ensure_clean_root(self.cache, log)
             cmds = venv_commands(

@@ -149,7 +149,7 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
         with (cache.root / "smoke-root.log").open("w", encoding="utf-8") as root_log:
             if choice.kind == "emulated":
                 root = toolchain.ensure_build_root(cache, root_log)
-                target = toolchain.ensure_target_root(cache, root, choice.triple, root_log)
+                target = toolchain.ensure_clean_target_root(cache, root, choice.triple, root_log)
             else:
                 root = toolchain.ensure_clean_root(cache, root_log)
         venv.mkdir(parents=True)

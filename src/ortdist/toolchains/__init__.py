@@ -40,6 +40,10 @@ class Toolchain(Protocol):
         """Create (once) and return a cross target's sysroot (its libraries, for --sysroot)."""
         ...
 
+    def ensure_clean_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
+        """Create (once) and return a cross target's bare-Python root (checks, under the emulator)."""
+        ...
+
     def installed_packages(self, root: Path) -> dict[str, str]:
         """Package -> version of everything installed in ``root`` (for the SBOM)."""
         ...

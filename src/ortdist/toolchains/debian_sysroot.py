@@ -225,24 +225,32 @@ class DebianSysroot:
         return self._ensure_root(self.clean_root_path(cache), self.spec.clean_root_packages, log)
 
     # --- cross targets ------------------------------------------------------------------------
-    def target_root_path(self, cache: Cache, triple: str) -> Path:
+    def target_root_path(self, cache: Cache, triple: str, clean: bool = False) -> Path:
         cross = self.spec.cross[triple]
-        digest = sha256_text(TARGET_LAYOUT, self.spec.suite, self.spec.mirror, cross["dpkg_arch"], *cross["packages"])
-        return cache.sysroots / f"{self.spec.name}-{cross['dpkg_arch']}-target-{digest[:12]}"
+        packages = cross["clean_packages"] if clean else cross["packages"]
+        digest = sha256_text(TARGET_LAYOUT, self.spec.suite, self.spec.mirror, cross["dpkg_arch"], *packages)
+        kind = "clean" if clean else "target"
+        return cache.sysroots / f"{self.spec.name}-{cross['dpkg_arch']}-{kind}-{digest[:12]}"
 
-    def ensure_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
+    def ensure_clean_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
+        """The target's bare Python only (no build dependency): where a cross-built wheel is checked,
+        under the emulator, so a library the wheel forgot to bundle shows up as an import error."""
+        return self.ensure_target_root(cache, build_root, triple, log, clean=True)
+
+    def ensure_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO, clean: bool = False) -> Path:
         """The cross target's libraries, in a sysroot of their own (the build root keeps the host's:
         some -dev packages cannot be co-installed across architectures). The build root's apt,
         told the target is its only architecture and given an empty package database, downloads
         the packages' whole dependency closure; the .debs are unpacked, not installed (nothing of
         the target runs), and absolute symlinks are made relative so they resolve inside it."""
-        final = self.target_root_path(cache, triple)
+        final = self.target_root_path(cache, triple, clean)
         if (final / STAMP).is_file():
             return final
         cross = self.spec.cross[triple]
         arch = cross["dpkg_arch"]
+        packages = cross["clean_packages"] if clean else cross["packages"]
         print(
-            f"ortdist: creating target sysroot {final.name} ({arch}, {len(cross['packages'])} packages)",
+            f"ortdist: creating target sysroot {final.name} ({arch}, {len(packages)} packages)",
             file=sys.stderr,
         )
         with temp_sibling_dir(final) as tmp:
@@ -273,7 +281,7 @@ class DebianSysroot:
                             "-q",
                             "--download-only",
                             "--no-install-recommends",
-                            *cross["packages"],
+                            *packages,
                         ]
                     ),
                 ]
@@ -303,7 +311,7 @@ class DebianSysroot:
             info = {
                 "toolchain": self.spec.name,
                 "arch": arch,
-                "requested": list(cross["packages"]),
+                "requested": list(packages),
                 "installed": versions,
             }
             (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -39,6 +39,9 @@ class PlanOnlyToolchain:
     def ensure_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
         self._refuse("cross-build")
 
+    def ensure_clean_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
+        self._refuse("cross-build")
+
     def installed_packages(self, root: Path) -> dict[str, str]:
         self._refuse("list packages")
 

@@ -90,7 +90,9 @@ _KEYS = {
     "cross",
 }
 # What a [cross.<triple>] table must state.
-_CROSS_KEYS = frozenset({"host", "dpkg_arch", "tool_prefix", "host_packages", "packages", "emulator", "cmake"})
+_CROSS_KEYS = frozenset(
+    {"host", "dpkg_arch", "tool_prefix", "host_packages", "packages", "clean_packages", "emulator", "cmake"}
+)
 # What only a toolchain ortdist runs must state (a debootstrap root); plan-only ones may omit them.
 _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 
