@@ -440,14 +440,7 @@ class Builder:
         """libonnxruntime.a from the library's CMake link graph, with headers and a pkg-config file;
         then a C program linked against nothing but it (and the C runtime) must run a model."""
         plan = self.plan
-        if not self._file_api_reply(""):  # a tree configured before the query existed
-            with self._log("configure-file-api") as log:
-                run.call(
-                    self.in_root(self.root, ["cmake", str(IN_ROOT_BUILD)]), log=log, error=BuildError, what="cmake"
-                )
-        graph = bundle.link_graph(
-            bundle.read_reply(self._file_api_reply), str(IN_ROOT_BUILD), lambda p: self.host_path(p).is_file()
-        )
+        graph = self.link_graph()
         if graph.unresolved:
             raise BuildError(
                 "these libraries in the link graph have no static archive to bundle:\n"
@@ -917,18 +910,18 @@ class Builder:
         print(table.read_text(encoding="utf-8"), file=sys.stderr)
 
     def size_baseline(self) -> dict[str, Any] | None:
-        """The full CPU build of the same version and target (dist/<recipe>/manifest.json), if built."""
-        if self.plan.recipe.reduce.enabled or self.plan.minimal or self.plan.recipe.name == BASELINE_RECIPE:
-            candidate = self.dist.parent / BASELINE_RECIPE / "manifest.json"
-            if candidate.is_file() and self.plan.recipe.name != BASELINE_RECIPE:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
-                found = data.get("size")
-                if (
-                    found
-                    and found.get("target") == self.plan.target.triple
-                    and data.get("ort_version") == self.plan.version.version
-                ):
-                    return dict(found)
+        """The full CPU build of the same version and target (dist/<recipe>/manifest.json), if built;
+        reduced and minimal builds are compared with it."""
+        if not (self.plan.reduced or self.plan.minimal) or self.plan.recipe.name == BASELINE_RECIPE:
+            return None
+        candidate = self.dist.parent / BASELINE_RECIPE / "manifest.json"
+        if not candidate.is_file():
+            return None
+        data = json.loads(candidate.read_text(encoding="utf-8"))
+        found = data.get("size")
+        same = data.get("ort_version") == self.plan.version.version
+        if found and same and found.get("target") == self.plan.target.triple and found.get("shared_library"):
+            return dict(found)
         return None
 
     def step_publish(self) -> None:
