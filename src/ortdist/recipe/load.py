@@ -174,14 +174,23 @@ def validate(recipe: Recipe, origin: Path) -> None:
                 where=key,
                 fix='use linkage = "shared" or drop the EP',
             )
-    switches = {k for ep in eps.values() for k in ep.cmake}
+    # Defines the recipe's own fields decide: define -> (what decides it, how to set it instead).
+    reserved = {
+        k: ("an EP switch; it is derived from execution_providers", "list the EP in execution_providers instead")
+        for ep in eps.values()
+        for k in ep.cmake
+    }
+    reserved |= {
+        k: (
+            "derived from the recipe's [reduce]/[features] tables",
+            "set it through [features] (see recipes/recipe.schema.json)",
+        )
+        for k in FEATURE_SWITCHES
+    }
     for define in recipe.cmake_defines:
-        if define in switches:
-            raise RecipeError(
-                f"{define} is an EP switch; it is derived from execution_providers",
-                where=f"{where} [cmake_defines]",
-                fix="list the EP in execution_providers instead",
-            )
+        if define in reserved:
+            reason, fix = reserved[define]
+            raise RecipeError(f"{define} is {reason}", where=f"{where} [cmake_defines]", fix=fix)
     src = recipe.source
     if src.kind == "git" and not (src.url and src.tag):
         raise RecipeError(
@@ -232,13 +241,6 @@ def validate_reduction(recipe: Recipe, where: str) -> None:
     from ..smoke.models import BUILDERS
 
     features, reduce = recipe.features, recipe.reduce
-    for define in recipe.cmake_defines:
-        if define in FEATURE_SWITCHES:
-            raise RecipeError(
-                f"{define} is derived from the recipe's [reduce]/[features] tables",
-                where=f"{where} [cmake_defines]",
-                fix="set it through [features] (see recipes/recipe.schema.json)",
-            )
     if not features.exceptions and features.minimal_build == "off":
         raise RecipeError(
             "exceptions = false needs a minimal build (ORT supports it only there)",
