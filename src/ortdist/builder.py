@@ -83,6 +83,21 @@ def remove_stale_temps(directory: Path) -> None:
                 remove_tree(entry)
 
 
+def reduce_kernels_argv(plan: BuildPlan, build_dir: str, config: str) -> list[str]:
+    """ORT's reduce_op_kernels.py as build.py runs it for this plan."""
+    return [
+        "python3",
+        f"{IN_ROOT_SOURCE}/tools/ci_build/reduce_op_kernels.py",
+        "--cmake_build_dir",
+        build_dir,
+        *(["--is_extended_minimal_build_or_higher"] if plan.recipe.features.minimal_build != "plain" else []),
+        *(["--enable_type_reduction"] if plan.recipe.reduce.types else []),
+        # The CUDA EP's kernel registrations are reduced too (its own registration table).
+        *(["--use_cuda"] if any(ep.name == "cuda" for ep in plan.providers) else []),
+        config,
+    ]
+
+
 @dataclass
 class Builder:
     plan: BuildPlan
@@ -134,7 +149,7 @@ class Builder:
             Bind(self.source_dir, IN_ROOT_SOURCE),
             Bind(self.build_dir, IN_ROOT_BUILD),
             Bind(self.work_dir, IN_ROOT_WORK),
-            Bind(self.plan.toolchain.shims_dir, IN_ROOT_SHIMS, read_only=True),
+            *(Bind(host, IN_ROOT_SHIMS / name, read_only=True) for name, host in self.plan.toolchain.shims.items()),
             Bind(self.compiler_cache_dir(), self.plan.compiler_cache.in_root_dir),
         ]
         if self.plan.compiler_cache.tool:
@@ -294,16 +309,7 @@ class Builder:
         stage = self.work_dir / "op-reduction"
         remove_tree(stage)
         stage.mkdir(parents=True)
-        extended_or_full = self.plan.recipe.features.minimal_build != "plain"
-        argv = [
-            "python3",
-            f"{IN_ROOT_SOURCE}/tools/ci_build/reduce_op_kernels.py",
-            "--cmake_build_dir",
-            f"{IN_ROOT_WORK}/op-reduction",
-            *(["--is_extended_minimal_build_or_higher"] if extended_or_full else []),
-            *(["--enable_type_reduction"] if self.plan.recipe.reduce.types else []),
-            f"{IN_ROOT_WORK}/models/ops.config",
-        ]
+        argv = reduce_kernels_argv(self.plan, f"{IN_ROOT_WORK}/op-reduction", f"{IN_ROOT_WORK}/models/ops.config")
         with self._log("reduce") as log:
             run.call(self.in_root(self.root, argv), log=log, error=BuildError, what="reduce_op_kernels.py")
         generated = stage / "op_reduction.generated"
@@ -582,6 +588,7 @@ class Builder:
             raise PackageError(
                 str(exc), fix="check logs/build.log: the pybind post-build step lays out the package"
             ) from exc
+        self.set_provider_runpaths(stage)
         assemble.write_project(self.work_dir / "wheelproj", plan, self.source_dir, f"{IN_ROOT_WORK}/stage/onnxruntime")
         raw = self.work_dir / "wheel" / "raw"
         remove_tree(raw)
@@ -606,6 +613,29 @@ class Builder:
                 what="scikit-build-core wheel build",
             )
         self.raw_wheel = repair.single_wheel(raw)
+
+    def set_provider_runpaths(self, stage: Path) -> None:
+        """Provider libraries whose vendor runtime comes from pip wheels (CUDA, cuDNN) get a
+        RUNPATH into those wheels' directories, so loading the provider finds them."""
+        for ep in self.plan.providers:
+            if not ep.pip_library_dirs:
+                continue
+            library = stage / assemble.CAPI_DIR / ep.provider_library
+            if not library.is_file():
+                raise PackageError(
+                    f"the {ep.name} provider library {ep.provider_library} is not in the package",
+                    where=str(library.parent),
+                    fix="check logs/build.log: ORT's pybind post-build step copies provider libraries into capi/",
+                )
+            runpath = assemble.provider_runpath(ep.pip_library_dirs)
+            in_root = f"{IN_ROOT_WORK}/{library.relative_to(self.work_dir)}"
+            with self._log("runpath") as log:
+                run.call(
+                    self.in_root(self.root, ["patchelf", "--set-rpath", runpath, in_root]),
+                    log=log,
+                    error=PackageError,
+                    what=f"setting the RUNPATH of {ep.provider_library}",
+                )
 
     def target_library_env(self) -> list[str]:
         """For a cross target: ``env`` naming its libraries (auditwheel grafts them from there) and

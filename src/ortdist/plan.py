@@ -15,8 +15,9 @@ from .compiler_cache import CACHES, CompilerCache
 from .errors import RecipeError
 from .fsutil import sha256_text
 from .patches import Patch
-from .paths import IN_ROOT_BUILD, IN_ROOT_DEPS, IN_ROOT_SHIMS, IN_ROOT_SOURCE, IN_ROOT_WORK
+from .paths import IN_ROOT_BUILD, IN_ROOT_DEPS, IN_ROOT_EP_WHEELS, IN_ROOT_SHIMS, IN_ROOT_SOURCE, IN_ROOT_WORK
 from .recipe import Recipe
+from .recipe.load import CUDA_EPS
 from .registry import ExecutionProvider, OrtVersion, Target
 from .toolchains.spec import ToolchainSpec
 
@@ -139,6 +140,18 @@ def feature_defines(recipe: Recipe) -> dict[str, str]:
     }
 
 
+def cuda_defines(recipe: Recipe) -> dict[str, str]:
+    """[cuda]: the architectures, explicitly (ORT's default list compiles five of them), and the
+    attention kernel families."""
+    attention = "ON" if recipe.cuda.attention_kernels else "OFF"
+    return {
+        "CMAKE_CUDA_ARCHITECTURES": ";".join(recipe.cuda.architectures),
+        "onnxruntime_USE_FLASH_ATTENTION": attention,
+        "onnxruntime_USE_MEMORY_EFFICIENT_ATTENTION": attention,
+        "onnxruntime_USE_LEAN_ATTENTION": attention,
+    }
+
+
 def distribution_name(providers: tuple[ExecutionProvider, ...]) -> str:
     """'onnxruntime' plus the registry suffixes of the non-CPU EPs, deduplicated, in registry order."""
     suffixes = list(dict.fromkeys(ep.wheel_suffix for ep in providers if ep.wheel_suffix))
@@ -146,8 +159,9 @@ def distribution_name(providers: tuple[ExecutionProvider, ...]) -> str:
 
 
 def in_root(value: str) -> str:
-    """A toolchain define as seen inside the root: ``{shims}`` is where cmake-shims/ is bound."""
-    return value.replace("{shims}", str(IN_ROOT_SHIMS))
+    """A toolchain define as seen inside the root: ``{shims}`` is where cmake-shims/ is bound,
+    ``{wheels}`` where the toolchain's [ep_wheels] are unpacked (one directory per distribution)."""
+    return value.replace("{shims}", str(IN_ROOT_SHIMS)).replace("{wheels}", str(IN_ROOT_EP_WHEELS))
 
 
 def resolve_providers(recipe: Recipe) -> tuple[ExecutionProvider, ...]:
@@ -227,6 +241,10 @@ def make_plan(
         defines.update(ep.cmake)
         for key, value in toolchain.ep_cmake.get(ep.name, {}).items():
             defines[key] = in_root(value)
+        for language in ep.compile_languages:
+            defines[f"CMAKE_{language}_COMPILER_LAUNCHER"] = compiler_cache.launcher
+    if CUDA_EPS & {ep.name for ep in providers}:
+        defines.update(cuda_defines(recipe))
     defines.update(recipe.cmake_defines)
 
     steps = ["toolchain", "source"]

@@ -45,6 +45,14 @@ class ExecutionProvider:
     summary: str
     provider_library: str = ""
     build_py_flag: str = ""
+    # Languages besides C/C++ the EP's kernels are compiled in (CMake's names): they get the
+    # compiler cache as launcher too.
+    compile_languages: tuple[str, ...] = ()
+    # Optional wheel dependencies (extra -> requirements) that provide runtime_libs from PyPI.
+    pip_extras: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Where those wheels put the libraries, relative to site-packages: the provider library's
+    # RUNPATH, so loading it finds them with nothing on LD_LIBRARY_PATH.
+    pip_library_dirs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +162,9 @@ def parse_providers(data: dict[str, Any], known_targets: dict[str, Target]) -> d
             "summary",
             "provider_library",
             "build_py_flag",
+            "compile_languages",
+            "pip_extras",
+            "pip_library_dirs",
         }
         if extra:
             raise DataError(f"unknown key(s) {sorted(extra)}", where=where)
@@ -168,7 +179,12 @@ def parse_providers(data: dict[str, Any], known_targets: dict[str, Target]) -> d
             summary=_require(entry, "summary", str, where),
             provider_library=entry.get("provider_library", ""),
             build_py_flag=entry.get("build_py_flag", ""),
+            compile_languages=tuple(entry.get("compile_languages", ())),
+            pip_extras={k: tuple(v) for k, v in entry.get("pip_extras", {}).items()},
+            pip_library_dirs=tuple(entry.get("pip_library_dirs", ())),
         )
+        if out[name].pip_library_dirs and not out[name].provider_library:
+            raise DataError("pip_library_dirs needs a provider_library to set the RUNPATH of", where=where)
     cpu = out.get("cpu")
     if cpu is None or cpu.cmake or cpu.provider != "CPUExecutionProvider":
         raise DataError(

@@ -174,9 +174,10 @@ def test_every_recipe_has_a_job_on_the_runner_with_what_it_needs(project: Path) 
         "arm64-apple-ios": ("macos-14",),
         "x86_64-pc-windows-msvc": ("windows-2022",),
     }
+    gpu = {"cuda-linux": ("self-hosted", "linux", "x64", "gpu")}  # the smoke suite needs the GPU
     for name, row in rows.items():
         # aarch64 Linux is cross-built (and emulated) on the x86_64 runner; Android on Ubuntu's NDK
-        assert row["runner"] == expected_runner.get(str(row["target"]), ("ubuntu-24.04",)), name
+        assert row["runner"] == gpu.get(name, expected_runner.get(str(row["target"]), ("ubuntu-24.04",))), name
         assert row["build"] is (name not in PLAN_ONLY)
         assert row["smoke"] is (name not in PLAN_ONLY | NO_WHEEL), name
     assert rows["android-arm64"]["nox"] == 'ANDROID_NDK_HOME="$ANDROID_NDK_LATEST_HOME" python -m nox'

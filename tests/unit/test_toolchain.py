@@ -17,7 +17,7 @@ def test_debian_trixie_spec(project: Path) -> None:
     assert "libabsl-dev" in spec.packages
     assert "libxnnpack-dev" in spec.all_packages()
     assert spec.python == ("3.13",)
-    assert (spec.shims_dir / "re2" / "re2Config.cmake").is_file()
+    assert (spec.shims["re2"] / "re2Config.cmake").is_file()
     assert spec.cmake["Protobuf_DIR"] == "{shims}/protobuf"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import tomllib
 import types
 import typing
@@ -109,6 +110,13 @@ def load_recipe_text(text: str, origin: Path) -> Recipe:
         raise RecipeError(f"not valid TOML: {exc}", where=str(origin)) from exc
     recipe = _build(Recipe, data, str(origin))
     validate(recipe, origin)
+    if "cuda" in data and not CUDA_EPS & set(recipe.execution_providers):
+        # Even a [cuda] table that states the defaults: it says the author expects CUDA kernels.
+        raise RecipeError(
+            "[cuda] is set but no execution provider compiles CUDA kernels",
+            where=f"{origin} [cuda]",
+            fix=f"add one of {sorted(CUDA_EPS)} to execution_providers, or drop [cuda]",
+        )
     return recipe
 
 
@@ -187,6 +195,10 @@ def validate(recipe: Recipe, origin: Path) -> None:
         )
         for k in FEATURE_SWITCHES
     }
+    reserved |= {
+        k: ("derived from the recipe's [cuda] table", "set it through [cuda] (architectures, attention_kernels)")
+        for k in CUDA_SWITCHES
+    }
     for define in recipe.cmake_defines:
         if define in reserved:
             reason, fix = reserved[define]
@@ -209,6 +221,7 @@ def validate(recipe: Recipe, origin: Path) -> None:
             fix="set enabled = false under [wheel]",
         )
     validate_reduction(recipe, where)
+    validate_cuda(recipe, where)
     if origin.suffix == ".toml":  # files named by the recipe, relative to it
         named = [("config", recipe.reduce.config)] if recipe.reduce.config else []
         named += [(f"models[{i}]", m) for i, m in enumerate(recipe.reduce.models) if not m.startswith(REFERENCE_PREFIX)]
@@ -221,6 +234,19 @@ def validate(recipe: Recipe, origin: Path) -> None:
                 )
 
 
+# CMake switches derived from [cuda]; a recipe may not set them in cmake_defines.
+CUDA_SWITCHES = frozenset(
+    {
+        "CMAKE_CUDA_ARCHITECTURES",
+        "onnxruntime_USE_FLASH_ATTENTION",
+        "onnxruntime_USE_MEMORY_EFFICIENT_ATTENTION",
+        "onnxruntime_USE_LEAN_ATTENTION",
+    }
+)
+# One CMake CUDA architecture: a number, an optional 'a'/'f' family suffix, optional -real/-virtual.
+_CUDA_ARCH = re.compile(r"^[1-9][0-9][af]?(-real|-virtual)?$")
+# EPs whose kernels nvcc compiles (the [cuda] table applies to them).
+CUDA_EPS = frozenset({"cuda", "tensorrt"})
 # CMake switches derived from [reduce] / [features]; a recipe may not set them in cmake_defines.
 FEATURE_SWITCHES = frozenset(
     {
@@ -235,6 +261,27 @@ FEATURE_SWITCHES = frozenset(
     }
 )
 REFERENCE_PREFIX = "reference:"
+
+
+def validate_cuda(recipe: Recipe, where: str) -> None:
+    """[cuda] only with an EP nvcc compiles for, and architectures CMake understands, explicitly."""
+    cuda = recipe.cuda
+    if not CUDA_EPS & set(recipe.execution_providers):
+        return  # a [cuda] table there is refused by load_recipe_text, which sees the raw tables
+    if not cuda.architectures:
+        raise RecipeError(
+            "no CUDA architecture to compile for",
+            where=f"{where} [cuda] key 'architectures'",
+            fix='list the GPUs you ship to, e.g. architectures = ["90"] (H100/H200), ["80", "90"]',
+        )
+    for arch in cuda.architectures:
+        if not _CUDA_ARCH.match(arch):
+            raise RecipeError(
+                f"{arch!r} is not a CUDA architecture",
+                where=f"{where} [cuda] key 'architectures'",
+                fix="use CMake's form: '90', '90a', '86-real', '80-virtual' (no 'native' or 'all': the build "
+                "machine may have no GPU, and the list must say what the artifact runs on)",
+            )
 
 
 def validate_reduction(recipe: Recipe, where: str) -> None:

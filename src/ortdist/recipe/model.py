@@ -122,6 +122,28 @@ class FeatureSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CudaSettings:
+    """How the CUDA kernels are compiled (recipes with the cuda or tensorrt EP)."""
+
+    architectures: tuple[str, ...] = field(
+        default=("90",),
+        metadata=_help(
+            "CMAKE_CUDA_ARCHITECTURES, explicitly: each entry is one GPU architecture the kernels are compiled "
+            "for ('90' = Hopper, '89' = Ada, '80' = Ampere; a suffix '-real' or '-virtual' as in CMake). Every "
+            "architecture adds its own full compile of every kernel, so list only the GPUs you ship to."
+        ),
+    )
+    attention_kernels: bool = field(
+        default=True,
+        metadata=_help(
+            "Flash, memory-efficient and lean attention kernels (contrib Attention/MultiHeadAttention fast "
+            "paths, CUTLASS-heavy: the bulk of a CUDA build's compile time). false keeps the ops on their "
+            "unfused kernels."
+        ),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class Recipe:
     """One ONNX Runtime distribution: what to build, for which target, with which EPs."""
 
@@ -152,6 +174,9 @@ class Recipe:
     )
     features: FeatureSettings = field(
         default_factory=FeatureSettings, metadata=_help("Minimal build, ML ops, exceptions, RTTI, LTO, cpuinfo.")
+    )
+    cuda: CudaSettings = field(
+        default_factory=CudaSettings, metadata=_help("CUDA architectures and kernel families (cuda/tensorrt EPs).")
     )
     cmake_defines: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({}),

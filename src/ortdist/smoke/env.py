@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -129,7 +130,7 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
     """
     house = cache.wheelhouse(info.python, info.arch)
     run.capture(
-        pip_download_argv(house, info.python, list(info.requires), info.arch),
+        pip_download_argv(house, info.python, list(info.all_requirements), info.arch),
         error=CheckError,
         what=f"downloading the requirements of {info.path.name}",
     )
@@ -171,7 +172,8 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
     venv_cmds = venv_commands(choice.python, f"{here}/venv", emulator, str(IN_ROOT_TARGET))
     code = shell(
         f"{venv_cmds.create} && "
-        f"{venv_cmds.pip} install --quiet --no-index --find-links {house_seen} {wheel_dir}/{info.path.name}"
+        f"{venv_cmds.pip} install --quiet --no-index --find-links {house_seen} "
+        + shlex.quote(f"{wheel_dir}/{info.install_spec}")
     )
     if code != 0:
         return code

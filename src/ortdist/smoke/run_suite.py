@@ -17,7 +17,7 @@ from ..toolchains import Toolchain
 from . import env, node_tests
 from .models import reference_models, save_case, tolerances
 from .report import write_reports
-from .suite import ModelFiles, Verdict, judge, node_test_outcomes, plan_cases, regressions
+from .suite import ModelFiles, Verdict, device_probes, judge, node_test_outcomes, plan_cases, regressions
 from .wheelinfo import read_wheel
 
 NODE_TESTS_DIR = "node-tests-onnx-1.17.0"
@@ -163,7 +163,12 @@ def smoke_wheel(
     # A foreign wheel claims whatever it reports available: try every EP the registry knows.
     candidates = claimed if claimed is not None else [ep.provider for ep in registry.providers().values()]
     cases, unknown = plan_cases(candidates, files)
-    plan = {"cases": cases, "latency": latency, "save_outputs": save_outputs is not None}
+    plan = {
+        "cases": cases,
+        "latency": latency,
+        "save_outputs": save_outputs is not None,
+        "devices": device_probes(candidates),
+    }
     (workdir / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
     package = Path(__file__).parent
     shutil.copyfile(package / "runner.py", workdir / "runner.py")
@@ -204,6 +209,7 @@ def smoke_wheel(
         "claimed": claimed_final,
         "claims_from": "build record" if claimed is not None else "get_available_providers()",
         "available_providers": result.get("available_providers"),
+        "devices": result.get("devices", {}),
         "passed": passed,
         "seconds": round(time.monotonic() - started, 1),
         "models": [v.__dict__ for v in verdicts if v.suite == "model"],

@@ -158,6 +158,31 @@ def run_case(
     return out
 
 
+def probe_device(ort: Any, facts: dict[str, str]) -> dict[str, str]:
+    """Is the provider's device here? {"status": "present"|"absent"|"load_error", "reason": ...}.
+
+    The provider library is loaded first, as ORT would load it: a missing dependency (say the
+    CUDA runtime the wheel's extras should have brought) is a broken wheel on any machine, so it
+    is a load_error, never a skip. Then the vendor runtime, already loaded as its dependency,
+    counts devices."""
+    import ctypes
+
+    library = Path(ort.__file__).parent / "capi" / facts["library"]
+    try:
+        ctypes.CDLL(str(library))
+        runtime = ctypes.CDLL(facts["runtime"])
+    except OSError as exc:
+        return {"status": "load_error", "reason": f"cannot load {facts['library']}: {exc}"}
+    count = ctypes.c_int(0)
+    status = int(getattr(runtime, facts["count"])(ctypes.byref(count)))
+    if status == 0 and count.value > 0:
+        return {"status": "present", "reason": f"{count.value} device(s)"}
+    describe = getattr(runtime, facts["error_string"])
+    describe.restype = ctypes.c_char_p
+    text = (describe(status) or b"").decode("utf-8", "replace") if status else "no devices"
+    return {"status": "absent", "reason": f"no {facts['label']} ({facts['count']}: {status}, {text})"}
+
+
 PROGRESS = "progress.jsonl"  # one finished case per line, so a crash loses nothing
 RUNNING = "running.txt"  # index of the case in flight: names the case a native crash killed
 
@@ -190,14 +215,21 @@ def main() -> int:
         Path(sys.argv[2]).write_text(json.dumps(result, indent=1))
         print(result["import_error"], file=sys.stderr)
         return 1
+    devices = {provider: probe_device(ort, facts) for provider, facts in plan.get("devices", {}).items()}
+    result["devices"] = devices
     done = done_cases()
     with tempfile.TemporaryDirectory(prefix="ortdist-profiles-") as profiles, open(PROGRESS, "a") as progress:
         for index, case in enumerate(plan["cases"]):
             if index in done:
                 continue
             Path(RUNNING).write_text(str(index))
+            device = devices.get(case["provider"], {"status": "present"})
             if case["provider"] not in result["available_providers"]:
                 out = {k: case[k] for k in CASE_KEYS if k in case} | {"status": "unavailable"}
+            elif device["status"] == "load_error":
+                out = {k: case[k] for k in CASE_KEYS if k in case} | {"status": "error", "error": device["reason"]}
+            elif device["status"] == "absent":
+                out = {k: case[k] for k in CASE_KEYS if k in case} | {"status": "no_device", "reason": device["reason"]}
             else:
                 out = run_case(ort, case, profiles, plan.get("latency"), bool(plan.get("save_outputs")))
             progress.write(json.dumps({"index": index, "case": out}) + "\n")

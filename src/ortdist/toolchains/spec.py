@@ -29,7 +29,9 @@ class ToolchainSpec:
     cmake: dict[str, str]
     python_tools: dict[str, str]
     clean_root_packages: tuple[str, ...]
-    shims_dir: Path
+    # CMake shim directories, the parent toolchain's first: a later one's subdirectory of the
+    # same name wins (see ``shims``).
+    shims_dirs: tuple[Path, ...]
     digest: str
     root_digest: str
     # Plan-only toolchains: ortdist plans for them (CI puts them on a runner of ``needs``) but has
@@ -39,6 +41,25 @@ class ToolchainSpec:
     platform_eps: tuple[str, ...] = ()  # EPs the platform SDK itself provides (no packages)
     # Cross targets: triple -> facts (tool_prefix, dpkg_arch, packages, cmake, emulator).
     cross: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Debian archive components the root's apt uses (non-free for NVIDIA's CUDA toolkit).
+    components: tuple[str, ...] = ("main",)
+    # Per EP: PyPI wheels unpacked into the build root, for SDKs Debian cannot ship offline
+    # (cuDNN downloads from NVIDIA at install time); name -> facts (version, sha256, python).
+    ep_wheels: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    extends: str = ""
+
+    @property
+    def shims(self) -> dict[str, Path]:
+        """Shim name (the CMake package it stands for) -> its directory on the host."""
+        found: dict[str, Path] = {}
+        for directory in self.shims_dirs:
+            if directory.is_dir():
+                found.update({p.name: p for p in sorted(directory.iterdir()) if p.is_dir()})
+        return found
+
+    def all_wheels(self) -> dict[str, dict[str, str]]:
+        """Every EP's PyPI wheels (one build root serves every recipe of this toolchain)."""
+        return {name: facts for wheels in self.ep_wheels.values() for name, facts in wheels.items()}
 
     def tool_prefix(self, triple: str) -> str:
         """Prefix of the target's binutils/compilers ('' for a native target)."""
@@ -67,7 +88,7 @@ class ToolchainSpec:
 
     @property
     def available_eps(self) -> tuple[str, ...]:
-        return ("cpu", *self.ep_packages, *self.platform_eps)
+        return tuple(dict.fromkeys(("cpu", *self.ep_packages, *self.ep_wheels, *self.platform_eps)))
 
 
 _KEYS = {
@@ -88,7 +109,16 @@ _KEYS = {
     "needs",
     "provides",
     "cross",
+    "components",
+    "ep_wheels",
+    "extends",
 }
+# Tables a child toolchain (``extends``) merges into its parent's, key by key; every other key it
+# sets replaces the parent's.
+_MERGED_TABLES = ("cmake", "ep_packages", "ep_cmake", "ep_wheels", "python_tools")
+# What an [ep_wheels.<ep>.<distribution>] entry states.
+_WHEEL_KEYS = frozenset({"version", "sha256"})
+_WHEEL_OPTIONAL_KEYS = frozenset({"python"})
 # What a [cross.<triple>] table must state.
 _CROSS_KEYS = frozenset(
     {"host", "dpkg_arch", "tool_prefix", "host_packages", "packages", "clean_packages", "emulator", "cmake"}
@@ -101,7 +131,8 @@ def toolchain_file(project: Path, name: str) -> Path:
     return project / "toolchains" / f"{name}.toml"
 
 
-def load_toolchain(project: Path, name: str) -> ToolchainSpec:
+def _read(project: Path, name: str, chain: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[Path]]:
+    """The toolchain's table with its parents' merged in, and its files, the root parent's first."""
     path = toolchain_file(project, name)
     if not path.is_file():
         known = sorted(p.stem for p in (project / "toolchains").glob("*.toml"))
@@ -117,13 +148,37 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
     for key in data:
         if key not in _KEYS:
             raise RecipeError(f"unknown key '{key}'", where=str(path), fix=did_you_mean(key, _KEYS) or None)
-    shims = path.with_suffix("") / "cmake-shims"
-    shim_files = sorted(p for p in shims.rglob("*") if p.is_file()) if shims.is_dir() else []
-    # `digest`: everything a build tree depends on (file text and shims). `root_digest`: only what
+    parent_name = data.pop("extends", "")
+    if not parent_name:
+        return data, [path]
+    if parent_name in (*chain, name):
+        raise RecipeError(
+            f"toolchains extend each other in a cycle: {' -> '.join((*chain, name, parent_name))}",
+            where=f"{path} key 'extends'",
+            fix="make one of them stand alone",
+        )
+    parent, files = _read(project, parent_name, (*chain, name))
+    merged = {**parent, **{k: v for k, v in data.items() if k not in _MERGED_TABLES}}
+    for key in _MERGED_TABLES:
+        if key in parent or key in data:
+            merged[key] = {**parent.get(key, {}), **data.get(key, {})}
+    if "targets" in data:
+        # A child that narrows the targets does not inherit the cross tables of the dropped ones.
+        merged["cross"] = {t: c for t, c in merged.get("cross", {}).items() if t in data["targets"]}
+    merged["extends"] = parent_name
+    return merged, [*files, path]
+
+
+def load_toolchain(project: Path, name: str) -> ToolchainSpec:
+    data, files = _read(project, name)
+    path = files[-1]
+    shims_dirs = tuple(f.with_suffix("") / "cmake-shims" for f in files)
+    shim_files = [(d, p) for d in shims_dirs if d.is_dir() for p in sorted(d.rglob("*")) if p.is_file()]
+    # `digest`: everything a build tree depends on (file texts and shims). `root_digest`: only what
     # goes into the sysroot, so editing CMake defines or shims does not re-create a 1 GB root.
     digest = sha256_text(
-        path.read_text(encoding="utf-8"),
-        *(f"{p.relative_to(shims)}:{sha256_file(p)}" for p in shim_files),
+        *(f.read_text(encoding="utf-8") for f in files),
+        *(f"{p.relative_to(d)}:{sha256_file(p)}" for d, p in shim_files),
     )
     root_digest = sha256_text(
         json.dumps(
@@ -140,13 +195,27 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
                         "packages",
                         "ep_packages",
                         "python_tools",
+                        "components",
+                        "ep_wheels",
                     )
+                    if key in data or key not in ("components", "ep_wheels")
                 },
                 "cross_host_packages": {t: c.get("host_packages", []) for t, c in data.get("cross", {}).items()},
             },
             sort_keys=True,
         )
     )
+    for ep, wheels in data.get("ep_wheels", {}).items():
+        for dist, facts in wheels.items():
+            lacking = sorted(_WHEEL_KEYS - set(facts))
+            unknown = sorted(set(facts) - _WHEEL_KEYS - _WHEEL_OPTIONAL_KEYS)
+            if lacking or unknown or len(str(facts.get("sha256", ""))) != 64:
+                raise RecipeError(
+                    f"[ep_wheels.{ep}.{dist}] must state version and a sha256 (64 hex digits)"
+                    + (f"; unknown key(s) {', '.join(unknown)}" if unknown else ""),
+                    where=str(path),
+                    fix='e.g. {version = "9.7.1.26", sha256 = "…"} (optional: python = "3.12" for the wheel tag)',
+                )
     plan_only = data.get("plan_only", False)
     if plan_only and not data.get("needs"):
         raise RecipeError(
@@ -156,9 +225,9 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         )
     ep_cmake = data.get("ep_cmake", {})
     for ep in ep_cmake:
-        if ep not in data.get("ep_packages", {}) and ep not in data.get("provides", ()):
+        if not any(ep in data.get(k, ()) for k in ("ep_packages", "ep_wheels", "provides")):
             raise RecipeError(
-                f"[ep_cmake.{ep}] names an EP this toolchain has no [ep_packages] entry for",
+                f"[ep_cmake.{ep}] names an EP this toolchain has no [ep_packages] or [ep_wheels] entry for",
                 where=str(path),
                 fix="add the EP's packages under [ep_packages] or drop the section",
             )
@@ -189,13 +258,16 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
             cmake=dict(data.get("cmake", {})),
             python_tools=dict(data.get("python_tools", {})),
             clean_root_packages=tuple(data.get("clean_root", {}).get("packages", ())),
-            shims_dir=shims,
+            shims_dirs=shims_dirs,
             digest=digest,
             root_digest=root_digest,
             plan_only=plan_only,
             needs=data.get("needs", ""),
             platform_eps=tuple(data.get("provides", ())),
             cross={k: dict(v) for k, v in data.get("cross", {}).items()},
+            components=tuple(data.get("components", ("main",))),
+            ep_wheels={ep: {d: dict(f) for d, f in w.items()} for ep, w in data.get("ep_wheels", {}).items()},
+            extends=data.get("extends", ""),
         )
     except KeyError as exc:
         raise RecipeError(f"missing key {exc.args[0]!r}", where=str(path)) from exc

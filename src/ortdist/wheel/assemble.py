@@ -61,8 +61,34 @@ def build_record(
     }
 
 
+# Where the package's compiled libraries sit inside the wheel (site-packages relative).
+CAPI_DIR = "onnxruntime/capi"
+
+
+def provider_runpath(library_dirs: tuple[str, ...]) -> str:
+    """RUNPATH of a provider library in ``onnxruntime/capi``: its own directory (the shared
+    provider bridge), then the site-packages directories NVIDIA's wheels install their libraries
+    into. RUNPATH is searched after LD_LIBRARY_PATH and before the system's cache, so a user's
+    own CUDA on LD_LIBRARY_PATH still wins, and without the wheels the system's is used."""
+    up = "/".join(".." for _ in CAPI_DIR.split("/"))
+    return ":".join(["$ORIGIN", *(f"$ORIGIN/{up}/{d}" for d in library_dirs)])
+
+
+def optional_dependencies(plan: BuildPlan) -> dict[str, tuple[str, ...]]:
+    """The EPs' pip extras (e.g. onnxruntime-gpu[cuda,cudnn]), merged in registry order."""
+    extras: dict[str, tuple[str, ...]] = {}
+    for ep in plan.providers:
+        for extra, requirements in ep.pip_extras.items():
+            extras[extra] = tuple(dict.fromkeys((*extras.get(extra, ()), *requirements)))
+    return extras
+
+
 def pyproject_text(plan: BuildPlan, package_dir: str) -> str:
     deps = ", ".join(json.dumps(r) for r in plan.version.python_requires)
+    extras = "".join(
+        f"{name} = [{', '.join(json.dumps(r) for r in reqs)}]\n" for name, reqs in optional_dependencies(plan).items()
+    )
+    extras_table = f"\n[project.optional-dependencies]\n{extras}" if extras else ""
     eps = ", ".join(ep.name for ep in plan.providers)
     return f"""\
 [build-system]
@@ -78,7 +104,7 @@ license = "MIT"
 license-files = ["LICENSE", "ThirdPartyNotices.txt"]
 requires-python = ">=3.10"
 dependencies = [{deps}]
-
+{extras_table}
 [project.scripts]
 onnxruntime_test = "onnxruntime.tools.onnxruntime_test:main"
 
