@@ -637,6 +637,41 @@ class Builder:
                     what=f"setting the RUNPATH of {ep.provider_library}",
                 )
 
+    def verify_provider_runpaths(self, wheel: Path) -> None:
+        """The RUNPATH into NVIDIA's wheels must survive auditwheel: without it the provider only
+        loads where the user set LD_LIBRARY_PATH, which the GPU proof would not notice."""
+        expected = {
+            ep.provider_library: assemble.provider_runpath(ep.pip_library_dirs)
+            for ep in self.plan.providers
+            if ep.pip_library_dirs
+        }
+        if not expected:
+            return
+        probe = self.work_dir / "wheel" / "runpath"
+        remove_tree(probe)
+        probe.mkdir(parents=True)
+        with zipfile.ZipFile(wheel) as zf:
+            for library in expected:
+                member = f"{assemble.CAPI_DIR}/{library}"
+                if member not in zf.namelist():
+                    raise PackageError(
+                        f"the repaired wheel has no {member}", where=wheel.name, fix="see logs/repair.log"
+                    )
+                (probe / library).write_bytes(zf.read(member))
+        for library, runpath in expected.items():
+            found = run.capture(
+                self.in_root(self.root, ["patchelf", "--print-rpath", f"{IN_ROOT_WORK}/wheel/runpath/{library}"]),
+                error=PackageError,
+                what=f"reading the RUNPATH of {library}",
+            ).stdout.strip()
+            if found != runpath:
+                raise PackageError(
+                    f"{library} in the repaired wheel has RUNPATH {found!r}, not {runpath!r}",
+                    where=wheel.name,
+                    fix="auditwheel rewrote it; set it after the repair (see logs/repair.log)",
+                )
+        remove_tree(probe)
+
     def target_library_env(self) -> list[str]:
         """For a cross target: ``env`` naming its libraries (auditwheel grafts them from there) and
         putting its ``strip`` first on PATH (auditwheel --strip calls plain ``strip``)."""
@@ -681,6 +716,7 @@ class Builder:
             )
             log.write(show.stdout + show.stderr)
         wheel = repair.single_wheel(repaired)
+        self.verify_provider_runpaths(wheel)
         self._add_wheel_sbom(wheel)
         self.wheel = wheel
         self.artifacts.append(
