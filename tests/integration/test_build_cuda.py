@@ -1,0 +1,133 @@
+"""recipes/cuda-linux.toml end to end, from the cached build tree: the onnxruntime-gpu wheel's
+packaging (CUDA provider as its own library, no CUDA/cuDNN bundled, the nvidia-* extras, the
+RUNPATH into their wheels) and the smoke suite on it. On a machine without a GPU every CUDA case
+must be reported "skipped: no GPU" (never passed) while the CPU cases pass; with a GPU every
+CUDA case must pass. A wheel whose CUDA runtime is missing must fail, GPU or not.
+
+Compiling the CUDA kernels takes about two hours on two cores, so this module runs once the
+recipe's build tree is in the cache (`nox -s build-cuda-linux` once, or ORTDIST_CUDA_TESTS=1 to
+force the build); from then on a run re-checks the packaging and the suite in minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ortdist.paths import Cache
+from ortdist.smoke.run_suite import smoke_wheel
+from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
+
+PROJECT = Path(__file__).resolve().parents[2]
+CUDA = "CUDAExecutionProvider"
+PROVIDER_LIBRARY = "libonnxruntime_providers_cuda.so"
+BUILT = Cache.default().work("cuda-linux") / "build" / PROVIDER_LIBRARY
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
+    pytest.mark.skipif(
+        not BUILT.is_file() and os.environ.get("ORTDIST_CUDA_TESTS") != "1",
+        reason="no cached cuda-linux build tree (about 2 h to compile on 2 cores): run `nox -s build-cuda-linux` "
+        "once, or set ORTDIST_CUDA_TESTS=1",
+    ),
+]
+VENDOR_LIBRARIES = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", "libnvrtc", "libcuda.")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    dist = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ortdist", "build", "cuda-linux", "--dist", str(dist)],
+        cwd=PROJECT,
+        text=True,
+        capture_output=True,
+        check=False,
+    )
+    print(proc.stderr[-4000:], file=sys.stderr)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    out = dist / "cuda-linux"
+    manifest = json.loads((out / "manifest.json").read_text())
+    (entry,) = [a for a in manifest["artifacts"] if a["kind"] == "wheel"]
+    return out / str(entry["path"]), manifest
+
+
+@pytest.fixture(scope="module")
+def toolchain() -> Toolchain:
+    return make_toolchain(load_toolchain(PROJECT, "debian-trixie"))
+
+
+def test_the_wheel_is_packaged_like_onnxruntime_gpu(built: tuple[Path, dict[str, Any]]) -> None:
+    wheel, manifest = built
+    assert wheel.name.startswith("onnxruntime_gpu-1.21.0-cp313-cp313-manylinux_")
+    assert manifest["build_times_s"]["build"] > 0  # the build time is recorded
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        (meta_name,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        meta = Parser().parsestr(zf.read(meta_name).decode())
+    # The CUDA provider is its own library beside the bridge it loads through.
+    assert f"onnxruntime/capi/{PROVIDER_LIBRARY}" in names
+    assert "onnxruntime/capi/libonnxruntime_providers_shared.so" in names
+    # ...and no CUDA/cuDNN library is bundled anywhere in the wheel.
+    bundled = [n for n in names if any(v in n.rsplit("/", 1)[-1] for v in VENDOR_LIBRARIES)]
+    assert bundled == []
+    assert meta["Name"] == "onnxruntime-gpu"
+    assert set(meta.get_all("Provides-Extra") or []) == {"cuda", "cudnn"}
+    requires = meta.get_all("Requires-Dist") or []
+    assert any(r.startswith("nvidia-cudnn-cu12") and 'extra == "cudnn"' in r for r in requires)
+    assert any(r.startswith("nvidia-cublas-cu12") and 'extra == "cuda"' in r for r in requires)
+    assert not any(r.startswith("nvidia-") and "extra ==" not in r for r in requires)
+
+
+def test_smoke_proves_cuda_or_skips_it_for_want_of_a_gpu(
+    built: tuple[Path, dict[str, Any]], toolchain: Toolchain, tmp_path: Path
+) -> None:
+    wheel, _ = built
+    report, verdicts = smoke_wheel(wheel, tmp_path, Cache.default(), toolchain, with_node_tests=False)
+    assert report["claimed"] == ["CPUExecutionProvider", CUDA]
+    cpu = [v for v in verdicts if v.provider == "CPUExecutionProvider"]
+    assert cpu and all(v.passed and not v.skipped and v.share == 1.0 for v in cpu)
+    cuda = [v for v in verdicts if v.provider == CUDA]
+    assert {v.name for v in cuda} == {"cnn", "transformer", "qdq_cnn", "fp16_mlp"}
+    device = report["devices"][CUDA]
+    if device["status"] == "absent":
+        # The provider library and the CUDA runtime from the nvidia-* wheels loaded; only the GPU is missing.
+        assert all(v.skipped and v.message.startswith("skipped: no GPU") for v in cuda), [v.message for v in cuda]
+        junit = (tmp_path / f"{wheel.stem}.junit.xml").read_text()
+        assert 'failures="0"' in junit and 'skipped="4"' in junit
+    else:
+        assert device["status"] == "present", device
+        assert all(v.passed and not v.skipped and v.share == 1.0 for v in cuda), [v.message for v in cuda]
+    assert report["passed"]
+
+
+def test_a_wheel_without_its_cuda_runtime_fails_even_without_a_gpu(
+    built: tuple[Path, dict[str, Any]], toolchain: Toolchain, tmp_path: Path
+) -> None:
+    """The same wheel with its extras stripped from METADATA installs no nvidia-* wheels: the
+    provider library cannot load, and that is a failure, not a skip."""
+    wheel, _ = built
+    doctored = tmp_path / "doctored" / wheel.name
+    doctored.parent.mkdir()
+    with zipfile.ZipFile(wheel) as zin, zipfile.ZipFile(doctored, "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename.endswith(".dist-info/METADATA"):
+                lines = data.decode().split("\n")
+                data = "\n".join(ln for ln in lines if "extra ==" not in ln and "Provides-Extra" not in ln).encode()
+            zout.writestr(item, data)
+    report, verdicts = smoke_wheel(doctored, tmp_path / "report", Cache.default(), toolchain, with_node_tests=False)
+    assert not report["passed"]
+    assert report["devices"][CUDA]["status"] == "load_error"
+    cuda = [v for v in verdicts if v.provider == CUDA]
+    assert cuda and all(not v.passed and not v.skipped for v in cuda)
+    assert all(f"cannot load {PROVIDER_LIBRARY}" in v.message for v in cuda), [v.message for v in cuda]
