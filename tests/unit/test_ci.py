@@ -25,7 +25,7 @@ from ortdist.toolchains import load_toolchain, make_toolchain
 from ortdist.toolchains.spec import ToolchainSpec
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.toml"))
-PLAN_ONLY = {"coreml-macos-arm64", "dml-windows-x64", "android-arm64", "ios-arm64"}
+PLAN_ONLY = {"coreml-macos-arm64", "dml-windows-x64", "android-arm64", "ios-arm64", "tensorrt-linux"}
 NO_WHEEL = {"android-arm64", "ios-arm64"}  # static libraries for apps; plan-only here too
 COMMON_DEFINES = [
     "-DCMAKE_BUILD_TYPE=Release",
@@ -174,7 +174,8 @@ def test_every_recipe_has_a_job_on_the_runner_with_what_it_needs(project: Path) 
         "arm64-apple-ios": ("macos-14",),
         "x86_64-pc-windows-msvc": ("windows-2022",),
     }
-    gpu = {"cuda-linux": ("self-hosted", "linux", "x64", "gpu")}  # the smoke suite needs the GPU
+    gpu_runner = ("self-hosted", "linux", "x64", "gpu")  # the smoke suite needs the GPU
+    gpu = {"cuda-linux": gpu_runner, "tensorrt-linux": gpu_runner}
     for name, row in rows.items():
         # aarch64 Linux is cross-built (and emulated) on the x86_64 runner; Android on Ubuntu's NDK
         assert row["runner"] == gpu.get(name, expected_runner.get(str(row["target"]), ("ubuntu-24.04",))), name

@@ -432,3 +432,19 @@ def test_runner_marks_cases_by_device_status(fake_package: Path, tmp_path: Path,
     assert got["status"] == status
     verdict = judge_case(got)
     assert verdict.skipped == (not broken) and verdict.passed == (not broken)
+
+
+def test_tensorrt_is_planned_but_not_built_here(project: Path) -> None:
+    from ortdist.errors import ToolchainError
+    from ortdist.toolchains import make_toolchain
+
+    plan, _ = plan_for("tensorrt-linux", project)
+    assert plan.toolchain.plan_only and plan.toolchain.extends == "cuda12"
+    assert [ep.name for ep in plan.providers] == ["cpu", "cuda", "tensorrt"]
+    assert plan.distribution == "onnxruntime-gpu"
+    assert plan.cmake_defines["onnxruntime_USE_TENSORRT"] == "ON"
+    assert plan.cmake_defines["onnxruntime_TENSORRT_HOME"] == "/opt/tensorrt"
+    assert plan.cmake_defines["CMAKE_CUDA_ARCHITECTURES"] == "90"
+    assert "libnvinfer.so.*" in plan.repair_excludes and "libcudnn*.so.*" in plan.repair_excludes
+    with pytest.raises(ToolchainError, match="NVIDIA TensorRT 10"):
+        make_toolchain(plan.toolchain).ensure_build_root(Cache(Path("/nonexistent")), sys.stderr)

@@ -26,8 +26,8 @@ class PlanOnlyToolchain:
             f"toolchain {self.spec.name!r} ({self.spec.kind}) needs {self.spec.needs}; "
             f"ortdist can plan for it but cannot {what} with it yet",
             where=f"toolchains/{self.spec.name}.toml",
-            fix=f"`ortdist plan RECIPE` shows what the build would do; building needs a {self.spec.kind} "
-            "toolchain implementation (CI lists the recipe on a matching runner meanwhile)",
+            fix="`ortdist plan RECIPE` shows what the build would do; CI lists the recipe on a runner that has "
+            "what the toolchain needs, for an implementation to run it there",
         )
 
     def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
