@@ -617,19 +617,20 @@ class Builder:
     def set_provider_runpaths(self, stage: Path) -> None:
         """Provider libraries whose vendor runtime comes from pip wheels (CUDA, cuDNN) get a
         RUNPATH into those wheels' directories, so loading the provider finds them."""
-        for ep in self.plan.providers:
-            if not ep.pip_library_dirs:
-                continue
-            library = stage / assemble.CAPI_DIR / ep.provider_library
-            if not library.is_file():
-                raise PackageError(
-                    f"the {ep.name} provider library {ep.provider_library} is not in the package",
-                    where=str(library.parent),
-                    fix="check logs/build.log: ORT's pybind post-build step copies provider libraries into capi/",
-                )
-            runpath = assemble.provider_runpath(ep.pip_library_dirs)
-            in_root = f"{IN_ROOT_WORK}/{library.relative_to(self.work_dir)}"
-            with self._log("runpath") as log:
+        libraries = [ep for ep in self.plan.providers if ep.pip_library_dirs]
+        if not libraries:
+            return
+        with self._log("runpath") as log:
+            for ep in libraries:
+                library = stage / assemble.CAPI_DIR / ep.provider_library
+                if not library.is_file():
+                    raise PackageError(
+                        f"the {ep.name} provider library {ep.provider_library} is not in the package",
+                        where=str(library.parent),
+                        fix="check logs/build.log: ORT's pybind post-build step copies provider libraries into capi/",
+                    )
+                runpath = assemble.provider_runpath(ep.pip_library_dirs)
+                in_root = f"{IN_ROOT_WORK}/{library.relative_to(self.work_dir)}"
                 run.call(
                     self.in_root(self.root, ["patchelf", "--set-rpath", runpath, in_root]),
                     log=log,
@@ -664,11 +665,12 @@ class Builder:
                 error=PackageError,
                 what=f"reading the RUNPATH of {library}",
             ).stdout.strip()
-            if found != runpath:
+            if not assemble.search_path_keeps(found, runpath):
                 raise PackageError(
-                    f"{library} in the repaired wheel has RUNPATH {found!r}, not {runpath!r}",
+                    f"{library} in the repaired wheel has the search path {found!r}, which lost entries of {runpath!r}",
                     where=wheel.name,
-                    fix="auditwheel rewrote it; set it after the repair (see logs/repair.log)",
+                    fix="auditwheel dropped them (it discards entries that point outside the wheel): see "
+                    "logs/repair.log and set the path again after the repair",
                 )
         remove_tree(probe)
 

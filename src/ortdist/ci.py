@@ -93,6 +93,11 @@ class RunnerFacts:
             return self.targets[str(plan.toolchain.cross[plan.target.triple]["host"])]
         return self.targets[plan.target.triple]
 
+    def has_device_runner(self, plan: BuildPlan) -> bool:
+        """The plan runs on a runner picked for an EP's hardware (a GPU): there, a missing device is
+        a broken runner, not a reason to skip."""
+        return any(plan.target.triple in self.providers.get(ep.name, {}) for ep in plan.providers)
+
     def nox_for(self, plan: BuildPlan) -> str:
         if plan.toolchain.kind not in self.nox:
             raise DataError(
@@ -177,6 +182,7 @@ def matrix_entry(plan: BuildPlan, facts: RunnerFacts) -> dict[str, str | bool | 
         "build": build,
         # A cross-built wheel runs on its build host too: `ortdist smoke` emulates its CPU.
         "smoke": build and plan.builds_wheel and runner.native,
+        "smoke_args": "--require-device" if facts.has_device_runner(plan) else "",
         "nox": facts.nox_for(plan),
     }
 
@@ -239,7 +245,7 @@ jobs:
         run: ${{{{ matrix.nox }}}} -s build-${{{{ matrix.recipe }}}}
       - name: Smoke
         if: matrix.smoke
-        run: ${{{{ matrix.nox }}}} -s smoke -- dist/${{{{ matrix.recipe }}}}/*.whl
+        run: ${{{{ matrix.nox }}}} -s smoke -- ${{{{ matrix.smoke_args }}}} dist/${{{{ matrix.recipe }}}}/*.whl
       - name: Upload dist/${{{{ matrix.recipe }}}}
         if: always() && matrix.build
         uses: {wf.upload_artifact}

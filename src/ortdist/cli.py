@@ -193,7 +193,15 @@ def _smoke(args: argparse.Namespace, project: Path, cache: Cache, toolchain: Too
         record = infos[wheel].record
         out_dir = project / "dist" / (record["recipe"] if record else "smoke") / ("smoke" if record else "")
         latency = {"runs": args.latency, "warmup": args.warmup, "threads": args.threads} if args.latency else None
-        report, verdicts = smoke_wheel(wheel, out_dir, cache, toolchain, baseline if record else None, latency=latency)
+        report, verdicts = smoke_wheel(
+            wheel,
+            out_dir,
+            cache,
+            toolchain,
+            baseline if record else None,
+            latency=latency,
+            require_devices=args.require_device,
+        )
         if record is None and baseline is None:
             baseline = report["node_test_outcomes"]
         rows += [(wheel.name, v) for v in verdicts]
@@ -384,6 +392,13 @@ def parser() -> argparse.ArgumentParser:
     )
     sm.add_argument("--warmup", type=int, default=10, help="discarded runs before timing (with --latency)")
     sm.add_argument("--threads", type=int, default=1, help="intra-op threads while timing (with --latency)")
+    sm.add_argument(
+        "--require-device",
+        action="store_true",
+        default=os.environ.get("ORTDIST_REQUIRE_DEVICE") == "1",
+        help="an EP whose device (GPU) is missing fails instead of being skipped: for GPU runners "
+        "(default: $ORTDIST_REQUIRE_DEVICE=1)",
+    )
     sm.set_defaults(func=cmd_smoke)
 
     ins = sub.add_parser("inspect", help="print the SBOM a wheel or C library archive carries")

@@ -3,6 +3,7 @@ packaging (extras, RUNPATH), and the smoke suite's device probe and "skipped: no
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -72,9 +73,9 @@ def test_a_child_change_leaves_the_parent_root_alone(project: Path, tmp_path: Pa
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (('extends = "debian-trixie"', 'extends = "cuda12"'), "cycle"),
         (('extends = "debian-trixie"', 'extends = "debian-trixy"'), "did you mean 'debian-trixie'"),
-        (("6d011159a158f3cf", "6d011159"), "sha256 \\(64 hex digits\\)"),
+        (("6d011159a158f3cf", "6d011159"), "sha256 \\(64 lowercase hex digits\\)"),
+        (("6d011159a158f3cf", "6D011159A158F3CF"), "sha256 \\(64 lowercase hex digits\\)"),
         (('python = "3.12"', 'pyhton = "3.12"'), "unknown key\\(s\\) pyhton"),
         (("[ep_cmake.cuda]", "[ep_cmake.cudaa]"), "\\[ep_cmake.cudaa\\] names an EP"),
     ],
@@ -85,12 +86,45 @@ def test_bad_toolchains_are_refused(project: Path, tmp_path: Path, edit: tuple[s
     text = child.read_text()
     assert edit[0] in text
     child.write_text(text.replace(edit[0], edit[1], 1))
-    if "cuda12" in edit[1] and "cycle" in message:
-        # A cycle needs the parent to point back too.
-        parent = toolchains / "debian-trixie.toml"
-        parent.write_text('extends = "cuda12"\n' + parent.read_text())
     with pytest.raises(RecipeError, match=message):
         load_toolchain(tmp_path, "cuda12")
+
+
+def test_toolchains_that_extend_each_other_are_refused(project: Path, tmp_path: Path) -> None:
+    toolchains = _copy_toolchains(project, tmp_path)
+    parent = toolchains / "debian-trixie.toml"
+    parent.write_text('extends = "cuda12-tensorrt"\n' + parent.read_text())
+    with pytest.raises(RecipeError, match="cycle: cuda12 -> debian-trixie -> cuda12-tensorrt -> cuda12"):
+        load_toolchain(tmp_path, "cuda12")
+
+
+def test_a_misspelt_parent_is_reported_where_it_is_named(project: Path, tmp_path: Path) -> None:
+    child = _copy_toolchains(project, tmp_path) / "cuda12.toml"
+    child.write_text(child.read_text().replace('extends = "debian-trixie"', 'extends = "debian-trixy"'))
+    with pytest.raises(RecipeError) as err:
+        load_toolchain(tmp_path, "cuda12")
+    assert err.value.where == f"{child} key 'extends'"
+
+
+def test_a_child_adds_to_its_parents_ep_tables(project: Path) -> None:
+    """cuda12-tensorrt's [ep_cmake.tensorrt] joins cuda12's [ep_cmake.cuda], which stays whole."""
+    cuda, trt = load_toolchain(project, "cuda12"), load_toolchain(project, "cuda12-tensorrt")
+    assert trt.ep_cmake["cuda"] == cuda.ep_cmake["cuda"]
+    assert trt.ep_cmake["tensorrt"] == {"onnxruntime_TENSORRT_HOME": "/opt/tensorrt"}
+    assert trt.ep_wheels == cuda.ep_wheels
+
+
+def test_a_child_table_of_the_same_ep_merges_key_by_key(project: Path, tmp_path: Path) -> None:
+    toolchains = _copy_toolchains(project, tmp_path)
+    (toolchains / "cuda-extra.toml").write_text(
+        'extends = "cuda12"\n[ep_cmake.cuda]\nonnxruntime_NVCC_THREADS = "2"\n'
+        '[ep_wheels.cuda.nvidia-cutlass]\nversion = "3.5.1.0"\nsha256 = "' + "0" * 64 + '"\n'
+    )
+    spec = load_toolchain(tmp_path, "cuda-extra")
+    assert spec.ep_cmake["cuda"]["onnxruntime_NVCC_THREADS"] == "2"
+    assert spec.ep_cmake["cuda"]["CMAKE_CUDA_HOST_COMPILER"] == "/usr/bin/g++-13"  # the parent's, kept
+    assert spec.ep_wheels["cuda"]["nvidia-cutlass"]["sha256"] == "0" * 64
+    assert "nvidia-cudnn-cu12" in spec.ep_wheels["cuda"]
 
 
 def test_ep_wheels_are_downloaded_hash_pinned(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,19 +142,13 @@ def test_ep_wheels_are_downloaded_hash_pinned(project: Path, tmp_path: Path, mon
 
     monkeypatch.setattr(run, "capture", fake_capture)
     only_cutlass = {"cuda": {"nvidia-cutlass": spec.ep_wheels["cuda"]["nvidia-cutlass"]}}
-    sysroot = DebianSysroot(_replace(spec, ep_wheels=only_cutlass))
+    sysroot = DebianSysroot(dataclasses.replace(spec, ep_wheels=only_cutlass))
     with pytest.raises(ToolchainError, match="does not match the pinned sha256"):
         sysroot.download_ep_wheels(Cache(tmp_path))
     (argv,) = calls
     assert "--require-hashes" in argv and "--no-deps" in argv
     requirement = Path(argv[argv.index("-r") + 1])
     assert not requirement.exists()  # the mismatching download was removed with its directory
-
-
-def _replace(spec: object, **changes: object) -> object:
-    import dataclasses
-
-    return dataclasses.replace(spec, **changes)  # type: ignore[type-var]
 
 
 # --- recipe and plan -----------------------------------------------------------------------------
@@ -145,8 +173,8 @@ def test_bad_cuda_recipes_are_refused(recipe_from: Callable[..., Recipe], body: 
 
 
 def test_good_architectures_are_accepted(recipe_from: Callable[..., Recipe]) -> None:
-    recipe = recipe_from(CUDA_RECIPE + '[cuda]\narchitectures = ["80", "86-real", "90a", "90-virtual"]\n')
-    assert recipe.cuda.architectures == ("80", "86-real", "90a", "90-virtual")
+    recipe = recipe_from(CUDA_RECIPE + '[cuda]\narchitectures = ["80", "86-real", "90a", "90-virtual", "120"]\n')
+    assert recipe.cuda.architectures == ("80", "86-real", "90a", "90-virtual", "120")
 
 
 def test_cuda_linux_plan(project: Path) -> None:
@@ -217,6 +245,18 @@ def test_gpu_wheel_metadata_declares_the_nvidia_extras(project: Path) -> None:
     assert "optional-dependencies" not in tomllib.loads(assemble.pyproject_text(cpu, "/stage"))["project"]
 
 
+def test_a_repair_may_add_to_the_search_path_but_not_drop_from_it() -> None:
+    expected = assemble.provider_runpath(("nvidia/cublas/lib", "nvidia/cudnn/lib"))
+    assert assemble.search_path_keeps(expected, expected)
+    # auditwheel appends its .libs directory when it grafts a library into the provider
+    assert assemble.search_path_keeps(expected + ":$ORIGIN/../../onnxruntime_gpu.libs", expected)
+    assert assemble.search_path_keeps("$ORIGIN/../../x.libs:" + expected, expected)
+    assert not assemble.search_path_keeps("$ORIGIN:$ORIGIN/../../onnxruntime_gpu.libs", expected)
+    reordered = ":".join(reversed(expected.split(":")))
+    assert not assemble.search_path_keeps(reordered, expected)
+    assert not assemble.search_path_keeps("", expected)
+
+
 def test_provider_runpath_reaches_the_nvidia_wheels() -> None:
     runpath = assemble.provider_runpath(("nvidia/cublas/lib", "nvidia/cudnn/lib"))
     assert runpath == "$ORIGIN:$ORIGIN/../../nvidia/cublas/lib:$ORIGIN/../../nvidia/cudnn/lib"
@@ -272,6 +312,21 @@ def test_no_device_is_skipped_never_passed() -> None:
 
     assert 'skipped message="skipped: no GPU' in junit_xml("w", [verdict], {}, {})
     assert "SKIP: no GPU" in table([("w", verdict)]) and "PASS" not in table([("w", verdict)])
+
+
+def test_a_gpu_runner_without_a_gpu_fails() -> None:
+    verdict = judge_case(_case("no_device", reason="no GPU (cudaGetDeviceCount: 35, x)"), require_devices=True)
+    assert not verdict.passed and not verdict.skipped and "must have one" in verdict.message
+
+
+def test_gpu_jobs_require_the_device_in_ci(project: Path) -> None:
+    from ortdist import ci
+
+    facts = ci.runner_facts()
+    cuda, _ = plan_for("cuda-linux", project)
+    cpu, _ = plan_for("cpu-linux", project)
+    assert ci.matrix_entry(cuda, facts)["smoke_args"] == "--require-device"
+    assert ci.matrix_entry(cpu, facts)["smoke_args"] == ""
 
 
 def test_a_provider_that_cannot_load_fails_even_without_a_gpu() -> None:
@@ -391,6 +446,13 @@ def test_probe_reports_an_absent_device(fake_package: Path) -> None:
 
 def test_probe_reports_a_present_device(fake_package: Path) -> None:
     assert _probe(fake_package, FACTS, "2") == {"status": "present", "reason": "2 device(s)"}
+
+
+def test_probe_names_a_runtime_without_the_expected_symbols(fake_package: Path) -> None:
+    result = _probe(fake_package, {**FACTS, "count": "cudaGetDeviceCount"}, "1")
+    assert result["status"] == "load_error"
+    assert result["reason"].startswith("libprovider.so loaded, but its runtime did not:")
+    assert "cudaGetDeviceCount" in result["reason"]
 
 
 def test_probe_fails_when_the_runtime_is_not_where_the_runpath_points(fake_package: Path) -> None:

@@ -244,7 +244,7 @@ CUDA_SWITCHES = frozenset(
     }
 )
 # One CMake CUDA architecture: a number, an optional 'a'/'f' family suffix, optional -real/-virtual.
-_CUDA_ARCH = re.compile(r"^[1-9][0-9][af]?(-real|-virtual)?$")
+_CUDA_ARCH = re.compile(r"^[1-9][0-9]{1,2}[af]?(-real|-virtual)?$")
 # EPs whose kernels nvcc compiles (the [cuda] table applies to them).
 CUDA_EPS = frozenset({"cuda", "tensorrt"})
 # CMake switches derived from [reduce] / [features]; a recipe may not set them in cmake_defines.
@@ -279,7 +279,7 @@ def validate_cuda(recipe: Recipe, where: str) -> None:
             raise RecipeError(
                 f"{arch!r} is not a CUDA architecture",
                 where=f"{where} [cuda] key 'architectures'",
-                fix="use CMake's form: '90', '90a', '86-real', '80-virtual' (no 'native' or 'all': the build "
+                fix="use CMake's form: '90', '90a', '120', '86-real', '80-virtual' (no 'native' or 'all': the build "
                 "machine may have no GPU, and the list must say what the artifact runs on)",
             )
 

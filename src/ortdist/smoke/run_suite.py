@@ -130,6 +130,7 @@ def smoke_wheel(
     with_node_tests: bool = True,
     latency: dict[str, int] | None = None,
     save_outputs: Path | None = None,
+    require_devices: bool = False,
 ) -> tuple[dict[str, Any], list[Verdict]]:
     started = time.monotonic()
     info = read_wheel(wheel)
@@ -192,7 +193,7 @@ def smoke_wheel(
         available = result.get("available_providers", [])
         claimed_final = claimed if claimed is not None else [p for p in candidates if p in available]
         result["cases"] = [c for c in result["cases"] if c["provider"] in claimed_final]
-        verdicts = judge(result, claimed_final, [u for u in unknown if u in claimed_final])
+        verdicts = judge(result, claimed_final, [u for u in unknown if u in claimed_final], require_devices)
     if save_outputs is not None and (workdir / "outputs").is_dir():
         remove_tree(save_outputs)
         shutil.copytree(workdir / "outputs", save_outputs)

@@ -170,14 +170,17 @@ def probe_device(ort: Any, facts: dict[str, str]) -> dict[str, str]:
     library = Path(ort.__file__).parent / "capi" / facts["library"]
     try:
         ctypes.CDLL(str(library))
-        runtime = ctypes.CDLL(facts["runtime"])
     except OSError as exc:
         return {"status": "load_error", "reason": f"cannot load {facts['library']}: {exc}"}
+    try:
+        runtime = ctypes.CDLL(facts["runtime"])
+        count_devices, describe = getattr(runtime, facts["count"]), getattr(runtime, facts["error_string"])
+    except (OSError, AttributeError) as exc:
+        return {"status": "load_error", "reason": f"{facts['library']} loaded, but its runtime did not: {exc}"}
     count = ctypes.c_int(0)
-    status = int(getattr(runtime, facts["count"])(ctypes.byref(count)))
+    status = int(count_devices(ctypes.byref(count)))
     if status == 0 and count.value > 0:
         return {"status": "present", "reason": f"{count.value} device(s)"}
-    describe = getattr(runtime, facts["error_string"])
     describe.restype = ctypes.c_char_p
     text = (describe(status) or b"").decode("utf-8", "replace") if status else "no devices"
     return {"status": "absent", "reason": f"no {facts['label']} ({facts['count']}: {status}, {text})"}
@@ -215,7 +218,11 @@ def main() -> int:
         Path(sys.argv[2]).write_text(json.dumps(result, indent=1))
         print(result["import_error"], file=sys.stderr)
         return 1
-    devices = {provider: probe_device(ort, facts) for provider, facts in plan.get("devices", {}).items()}
+    devices = {
+        provider: probe_device(ort, facts)
+        for provider, facts in plan.get("devices", {}).items()
+        if provider in result["available_providers"]  # a foreign wheel is asked about every EP
+    }
     result["devices"] = devices
     done = done_cases()
     with tempfile.TemporaryDirectory(prefix="ortdist-profiles-") as profiles, open(PROGRESS, "a") as progress:

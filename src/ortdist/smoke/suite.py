@@ -164,7 +164,7 @@ def missing_library(log: str) -> str | None:
     return m.group(1) if m else None
 
 
-def judge_case(case: dict[str, Any]) -> Verdict:
+def judge_case(case: dict[str, Any], require_devices: bool = False) -> Verdict:
     """One case: a reference model must run, match, and sit on its EP as the expectation says."""
 
     def verdict(passed: bool, message: str, skipped: bool = False) -> Verdict:
@@ -184,6 +184,8 @@ def judge_case(case: dict[str, Any]) -> Verdict:
     if case["status"] == "unavailable":
         return verdict(False, f"{case['provider']} is claimed but not available in this wheel")
     if case["status"] == "no_device":
+        if require_devices:
+            return verdict(False, f"{case['reason']}, on a machine that must have one (--require-device)")
         # Reported as skipped, never as passed: nothing was proven on this machine.
         return verdict(True, f"skipped: {case['reason']}", skipped=True)
     expected_error = case.get("expect_error", "")
@@ -224,10 +226,12 @@ def missing_ops(cases: list[dict[str, Any]], provider: str, required: tuple[str,
     return [op for op in required if op not in placed]
 
 
-def judge(result: dict[str, Any], claimed: list[str], unknown: list[str]) -> list[Verdict]:
+def judge(
+    result: dict[str, Any], claimed: list[str], unknown: list[str], require_devices: bool = False
+) -> list[Verdict]:
     """Model cases are pass/fail; node tests are recorded (conformance is judged against a baseline)."""
     cases = result.get("cases", [])
-    verdicts = [judge_case(c) for c in cases if c["suite"] == "model"]
+    verdicts = [judge_case(c, require_devices) for c in cases if c["suite"] == "model"]
     table = expectations()
     for provider in claimed:
         exp = table.get(provider)

@@ -231,7 +231,8 @@ class DebianSysroot:
         """The [ep_wheels] from PyPI, hash-checked by pip (--require-hashes): distribution -> file."""
         found: dict[str, Path] = {}
         for dist, facts in sorted(self.spec.all_wheels().items()):
-            house = cache.downloads / "ep-wheels" / f"{dist}-{facts['version']}"
+            # Keyed by the pin itself: a changed pin downloads afresh instead of failing on the old file.
+            house = cache.downloads / "ep-wheels" / f"{dist}-{facts['version']}-{facts['sha256'][:12]}"
             house.mkdir(parents=True, exist_ok=True)
             requirement = house / "requirement.txt"
             requirement.write_text(f"{dist}=={facts['version']} --hash=sha256:{facts['sha256']}\n", encoding="utf-8")

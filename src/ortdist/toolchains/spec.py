@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +120,7 @@ _MERGED_TABLES = ("cmake", "ep_packages", "ep_cmake", "ep_wheels", "python_tools
 # What an [ep_wheels.<ep>.<distribution>] entry states.
 _WHEEL_KEYS = frozenset({"version", "sha256"})
 _WHEEL_OPTIONAL_KEYS = frozenset({"python"})
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # What a [cross.<triple>] table must state.
 _CROSS_KEYS = frozenset(
     {"host", "dpkg_arch", "tool_prefix", "host_packages", "packages", "clean_packages", "emulator", "cmake"}
@@ -131,14 +133,25 @@ def toolchain_file(project: Path, name: str) -> Path:
     return project / "toolchains" / f"{name}.toml"
 
 
-def _read(project: Path, name: str, chain: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[Path]]:
+def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """Key by key, one table deep: [ep_cmake.cuda] in a child adds to the parent's CUDA defines."""
+    merged = dict(parent)
+    for key, value in child.items():
+        old = merged.get(key)
+        merged[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+    return merged
+
+
+def _read(
+    project: Path, name: str, chain: tuple[str, ...] = (), referrer: str = "recipe key 'toolchain'"
+) -> tuple[dict[str, Any], list[Path]]:
     """The toolchain's table with its parents' merged in, and its files, the root parent's first."""
     path = toolchain_file(project, name)
     if not path.is_file():
         known = sorted(p.stem for p in (project / "toolchains").glob("*.toml"))
         raise RecipeError(
             f"unknown toolchain {name!r} (no {path})",
-            where="recipe key 'toolchain'",
+            where=referrer,
             fix=did_you_mean(name, known) or f"known toolchains: {', '.join(known)}",
         )
     try:
@@ -157,11 +170,11 @@ def _read(project: Path, name: str, chain: tuple[str, ...] = ()) -> tuple[dict[s
             where=f"{path} key 'extends'",
             fix="make one of them stand alone",
         )
-    parent, files = _read(project, parent_name, (*chain, name))
+    parent, files = _read(project, parent_name, (*chain, name), f"{path} key 'extends'")
     merged = {**parent, **{k: v for k, v in data.items() if k not in _MERGED_TABLES}}
     for key in _MERGED_TABLES:
         if key in parent or key in data:
-            merged[key] = {**parent.get(key, {}), **data.get(key, {})}
+            merged[key] = _merge(parent.get(key, {}), data.get(key, {}))
     if "targets" in data:
         # A child that narrows the targets does not inherit the cross tables of the dropped ones.
         merged["cross"] = {t: c for t, c in merged.get("cross", {}).items() if t in data["targets"]}
@@ -172,6 +185,8 @@ def _read(project: Path, name: str, chain: tuple[str, ...] = ()) -> tuple[dict[s
 def load_toolchain(project: Path, name: str) -> ToolchainSpec:
     data, files = _read(project, name)
     path = files[-1]
+    # Errors about entries a parent may have contributed name the whole chain.
+    where_all = " (with " + ", ".join(str(f) for f in files[:-1]) + ")" if len(files) > 1 else ""
     shims_dirs = tuple(f.with_suffix("") / "cmake-shims" for f in files)
     shim_files = [(d, p) for d in shims_dirs if d.is_dir() for p in sorted(d.rglob("*")) if p.is_file()]
     # `digest`: everything a build tree depends on (file texts and shims). `root_digest`: only what
@@ -205,16 +220,24 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
             sort_keys=True,
         )
     )
+    pinned: dict[str, tuple[str, Any]] = {}
     for ep, wheels in data.get("ep_wheels", {}).items():
         for dist, facts in wheels.items():
             lacking = sorted(_WHEEL_KEYS - set(facts))
             unknown = sorted(set(facts) - _WHEEL_KEYS - _WHEEL_OPTIONAL_KEYS)
-            if lacking or unknown or len(str(facts.get("sha256", ""))) != 64:
+            if lacking or unknown or not _SHA256.match(str(facts.get("sha256", ""))):
                 raise RecipeError(
-                    f"[ep_wheels.{ep}.{dist}] must state version and a sha256 (64 hex digits)"
+                    f"[ep_wheels.{ep}.{dist}] must state version and a sha256 (64 lowercase hex digits)"
                     + (f"; unknown key(s) {', '.join(unknown)}" if unknown else ""),
-                    where=str(path),
+                    where=str(path) + where_all,
                     fix='e.g. {version = "9.7.1.26", sha256 = "…"} (optional: python = "3.12" for the wheel tag)',
+                )
+            other = pinned.setdefault(dist, (ep, facts))
+            if other[1] != facts:
+                raise RecipeError(
+                    f"[ep_wheels.{ep}.{dist}] and [ep_wheels.{other[0]}.{dist}] pin {dist} differently",
+                    where=str(path) + where_all,
+                    fix="one root holds one copy of a wheel: pin the same version and sha256 in both",
                 )
     plan_only = data.get("plan_only", False)
     if plan_only and not data.get("needs"):
@@ -228,8 +251,9 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         if not any(ep in data.get(k, ()) for k in ("ep_packages", "ep_wheels", "provides")):
             raise RecipeError(
                 f"[ep_cmake.{ep}] names an EP this toolchain has no [ep_packages] or [ep_wheels] entry for",
-                where=str(path),
-                fix="add the EP's packages under [ep_packages] or drop the section",
+                where=str(path) + where_all,
+                fix="add the EP's packages under [ep_packages] or [ep_wheels] (or name it in provides), or drop "
+                "the section",
             )
     for triple, facts in data.get("cross", {}).items():
         lacking = sorted(_CROSS_KEYS - set(facts))

@@ -66,12 +66,21 @@ CAPI_DIR = "onnxruntime/capi"
 
 
 def provider_runpath(library_dirs: tuple[str, ...]) -> str:
-    """RUNPATH of a provider library in ``onnxruntime/capi``: its own directory (the shared
+    """Search path of a provider library in ``onnxruntime/capi``: its own directory (the shared
     provider bridge), then the site-packages directories NVIDIA's wheels install their libraries
-    into. RUNPATH is searched after LD_LIBRARY_PATH and before the system's cache, so a user's
-    own CUDA on LD_LIBRARY_PATH still wins, and without the wheels the system's is used."""
+    into; without those wheels the loader goes on to LD_LIBRARY_PATH and the system's CUDA.
+    (auditwheel, when it grafts a library into the provider, keeps these entries, adds its
+    ``.libs`` directory and stores the list as DT_RPATH, which is searched before
+    LD_LIBRARY_PATH: the NVIDIA wheels, when installed, win over a system CUDA.)"""
     up = "/".join(".." for _ in CAPI_DIR.split("/"))
     return ":".join(["$ORIGIN", *(f"$ORIGIN/{up}/{d}" for d in library_dirs)])
+
+
+def search_path_keeps(found: str, expected: str) -> bool:
+    """Whether ``found`` (a library's RPATH/RUNPATH after repair) still holds every entry of
+    ``expected``, in order; entries a repair tool added in between or after are fine."""
+    entries = iter(found.split(":"))
+    return all(any(entry == want for entry in entries) for want in expected.split(":"))
 
 
 def optional_dependencies(plan: BuildPlan) -> dict[str, tuple[str, ...]]:
