@@ -138,6 +138,21 @@ def make_sbom(inputs: SbomInputs, subject: Mapping[str, str]) -> dict[str, Any]:
         }
         for name, version in sorted(plan.toolchain.python_tools.items())
     ]
+    used = {ep.name for ep in plan.providers}
+    components += [
+        {
+            "type": "library",
+            "bom-ref": f"sdk:{dist}",
+            "name": dist,
+            "version": facts["version"],
+            "purl": f"pkg:pypi/{dist}@{facts['version']}",
+            "description": f"{ep} SDK from PyPI: headers and libraries built against, not shipped",
+            "hashes": _hash(facts["sha256"]),
+        }
+        for ep, wheels in sorted(plan.toolchain.ep_wheels.items())
+        if ep in used
+        for dist, facts in sorted(wheels.items())
+    ]
     components.append(
         {
             "type": "platform",

@@ -510,3 +510,26 @@ def test_tensorrt_is_planned_but_not_built_here(project: Path) -> None:
     assert "libnvinfer.so.*" in plan.repair_excludes and "libcudnn*.so.*" in plan.repair_excludes
     with pytest.raises(ToolchainError, match="NVIDIA TensorRT 10"):
         make_toolchain(plan.toolchain).ensure_build_root(Cache(Path("/nonexistent")), sys.stderr)
+
+
+def test_the_sbom_names_the_sdk_wheels_built_against(project: Path) -> None:
+    from ortdist import sbom
+
+    plan, _ = plan_for("cuda-linux", project)
+    inputs = sbom.SbomInputs(
+        plan=plan,
+        recipe_path="recipes/cuda-linux.toml",
+        recipe_text="",
+        recipe_sha256="0" * 64,
+        source={"kind": "debian", "sha256": "0" * 64},
+        root_packages={"nvidia-cuda-toolkit": "12.4.131~12.4.1-2"},
+        source_date_epoch=0,
+    )
+    document = sbom.make_sbom(inputs, {"name": "w", "version": "1"})
+    sdks = {c["name"]: c for c in document["components"] if c["bom-ref"].startswith("sdk:")}
+    assert set(sdks) == {"nvidia-cudnn-cu12", "nvidia-cudnn-frontend", "nvidia-cutlass"}
+    assert sdks["nvidia-cudnn-cu12"]["purl"] == "pkg:pypi/nvidia-cudnn-cu12@9.7.1.26"
+    assert sdks["nvidia-cudnn-cu12"]["hashes"][0]["content"].startswith("6d011159")
+    cpu, _ = plan_for("cpu-linux", project)
+    cpu_doc = sbom.make_sbom(dataclasses.replace(inputs, plan=cpu), {"name": "w", "version": "1"})
+    assert not [c for c in cpu_doc["components"] if c["bom-ref"].startswith("sdk:")]
