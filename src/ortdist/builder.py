@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__, bundle, run, sbom, size, sources
+from . import __version__, binding, bundle, run, sbom, size, sources
 from .checks.c_smoke import C_RUNTIME_SONAMES, IN_ROOT_C_SMOKE, c_smoke_cases, c_smoke_needed, run_c_smoke_cases
 from .checks.model import write_check_files
 from .compiler_cache import IN_ROOT_TOOLS, ensure_tool, tool_dir
@@ -49,9 +49,9 @@ from .paths import (
 from .plan import BuildPlan
 from .progress import NinjaProgress, failure_excerpt, format_duration
 from .reduce import analyze, models
-from .smoke.env import venv_commands
+from .smoke.env import overlay_venv_commands, venv_commands
 from .toolchains import Bind, Toolchain
-from .toolchains.debian_sysroot import pip_download_argv, require_host_tools
+from .toolchains.debian_sysroot import in_root_python, pip_download_argv, python_layout, require_host_tools
 from .wheel import assemble, record, repair
 
 # The full CPU build slim builds are compared with in their size report.
@@ -116,6 +116,11 @@ class Builder:
         self.target_root: Path | None = None  # a cross target's sysroot
         self.raw_wheel = Path()
         self.wheel = Path()
+        # Per CPython version (the root's own first): raw and repaired wheels, and each extra
+        # version's unpacked interpreter directory.
+        self.raw_wheels: dict[str, Path] = {}
+        self.wheels: dict[str, Path] = {}
+        self.python_overlays: dict[str, Path] = {}
         self.started = time.monotonic()
 
     # --- layout --------------------------------------------------------------------------------
@@ -157,6 +162,7 @@ class Builder:
         out += [Bind(self.dep_dir(d.name), IN_ROOT_DEPS / d.name) for d in self.plan.version.deps]
         if self.target_root is not None:
             out.append(Bind(self.target_root, IN_ROOT_TARGET, read_only=True))
+        out += [Bind(path, in_root_python(v), read_only=True) for v, path in self.python_overlays.items()]
         return out
 
     def env(self) -> dict[str, str]:
@@ -217,6 +223,10 @@ class Builder:
             if self.plan.toolchain.is_cross(self.plan.target.triple):
                 self.target_root = self.toolchain.ensure_target_root(
                     self.cache, self.root, self.plan.target.triple, log
+                )
+            for version in self.plan.extra_python:
+                self.python_overlays[version] = self.toolchain.ensure_python_overlay(
+                    self.cache, self.root, version, log
                 )
         (self.compiler_cache_dir()).mkdir(parents=True, exist_ok=True)
         ensure_tool(self.plan.compiler_cache, self.cache)
@@ -399,6 +409,40 @@ class Builder:
                 fix=f"full log: {log_path}; rerun the same command to resume after fixing",
             )
 
+    def step_binding(self) -> None:
+        """The Python binding for each extra CPython, compiled against the core just built: the
+        main build's own binding commands with the other version's headers (see binding.py)."""
+        main = binding.main_build_headers((self.build_dir / "CMakeCache.txt").read_text(encoding="utf-8"))
+        listed = run.capture(
+            self.in_root(self.root, ["ninja", "-C", str(IN_ROOT_BUILD), "-t", "commands", binding.TARGET]),
+            error=BuildError,
+            what="listing the binding's build commands",
+        ).stdout
+        timings = self.results.setdefault("python_versions", {})
+        for version in self.plan.extra_python:
+            started = time.monotonic()
+            layout = python_layout(version)
+            out_dir = self.work_dir / f"binding-{version}"
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "build.ninja").write_text(
+                binding.binding_ninja(
+                    listed,
+                    main,
+                    binding.Headers(python=layout["include"], numpy=layout["numpy_include"]),
+                    f"{IN_ROOT_WORK}/binding-{version}",
+                    str(IN_ROOT_BUILD),
+                ),
+                encoding="utf-8",
+            )
+            with self._log(f"binding-{version}") as log:
+                run.call(
+                    self.in_root(self.root, ["ninja", "-C", f"{IN_ROOT_WORK}/binding-{version}", "-j", str(self.jobs)]),
+                    log=log,
+                    error=BuildError,
+                    what=f"compiling the Python {version} binding",
+                )
+            timings.setdefault(version, {})["binding_s"] = round(time.monotonic() - started, 1)
+
     def step_install(self) -> None:
         install = self.work_dir / "install"
         remove_tree(install)
@@ -574,26 +618,48 @@ class Builder:
         return {"needed": needed, "binary_bytes": (smoke / "ort_smoke").stat().st_size, "models": results}
 
     def step_wheel(self) -> None:
-        plan = self.plan
+        for version in self.plan.python:
+            started = time.monotonic()
+            self._wheel_for(version)
+            self._time_version(version, "wheel_s", started)
+
+    def _suffix(self, version: str) -> str:
+        """Work-file suffix of a CPython version: none for the root's own (its paths stay as they
+        were before several versions existed, so its wheel stays byte-identical)."""
+        return "" if version == self.plan.python[0] else f"-{version}"
+
+    def _time_version(self, version: str, key: str, started: float) -> None:
+        if len(self.plan.python) > 1:
+            versions = self.results.setdefault("python_versions", {})
+            versions.setdefault(version, {})[key] = round(time.monotonic() - started, 1)
+
+    def _wheel_for(self, version: str) -> None:
+        plan, suffix = self.plan, self._suffix(version)
         build_record = assemble.build_record(
             plan,
             self.recipe_sha256,
             self.results["source"]["sha256"],
             self.results.get("reduced_ops", {}).get("operators"),
         )
-        stage = self.work_dir / "stage"
+        stage = self.work_dir / f"stage{suffix}"
         try:
             assemble.stage_package(self.build_dir / "onnxruntime", stage, plan, build_record)
         except FileNotFoundError as exc:
             raise PackageError(
                 str(exc), fix="check logs/build.log: the pybind post-build step lays out the package"
             ) from exc
+        if suffix:  # the binding compiled for this version replaces the root Python's
+            built = self.work_dir / f"binding-{version}" / binding.MODULE
+            shutil.copyfile(built, stage / "onnxruntime" / "capi" / binding.MODULE)
         self.set_provider_runpaths(stage)
-        assemble.write_project(self.work_dir / "wheelproj", plan, self.source_dir, f"{IN_ROOT_WORK}/stage/onnxruntime")
-        raw = self.work_dir / "wheel" / "raw"
+        project = f"wheelproj{suffix}"
+        assemble.write_project(
+            self.work_dir / project, plan, self.source_dir, f"{IN_ROOT_WORK}/stage{suffix}/onnxruntime"
+        )
+        raw = self.work_dir / "wheel" / f"raw{suffix}"
         remove_tree(raw)
         raw.mkdir(parents=True)
-        with self._log("wheel") as log:
+        with self._log(f"wheel{suffix}") as log:
             run.call(
                 self.in_root(
                     self.root,
@@ -604,15 +670,19 @@ class Builder:
                         "--no-build-isolation",
                         "--no-index",
                         "--wheel-dir",
-                        f"{IN_ROOT_WORK}/wheel/raw",
-                        f"{IN_ROOT_WORK}/wheelproj",
+                        f"{IN_ROOT_WORK}/wheel/raw{suffix}",
+                        f"{IN_ROOT_WORK}/{project}",
                     ],
                 ),
                 log=log,
                 error=PackageError,
                 what="scikit-build-core wheel build",
             )
-        self.raw_wheel = repair.single_wheel(raw)
+        wheel = repair.single_wheel(raw)
+        # scikit-build-core tags the wheel for the interpreter it runs under (the root's own).
+        self.raw_wheels[version] = record.retag(wheel, version) if suffix else wheel
+        if not suffix:
+            self.raw_wheel = wheel
 
     def set_provider_runpaths(self, stage: Path) -> None:
         """Provider libraries whose vendor runtime comes from pip wheels (CUDA, cuDNN) get a
@@ -688,11 +758,18 @@ class Builder:
         return ["env", f"LD_LIBRARY_PATH={joined}", f"PATH={IN_ROOT_WORK}/target-tools:/usr/sbin:/usr/bin:/sbin:/bin"]
 
     def step_repair(self) -> None:
-        repaired = self.work_dir / "wheel" / "repaired"
+        for version in self.plan.python:
+            started = time.monotonic()
+            self._repair(version)
+            self._time_version(version, "repair_s", started)
+
+    def _repair(self, version: str) -> None:
+        suffix = self._suffix(version)
+        repaired = self.work_dir / "wheel" / f"repaired{suffix}"
         remove_tree(repaired)
         repaired.mkdir(parents=True)
-        raw_in_root = f"{IN_ROOT_WORK}/wheel/raw/{self.raw_wheel.name}"
-        with self._log("repair") as log:
+        raw_in_root = f"{IN_ROOT_WORK}/wheel/raw{suffix}/{self.raw_wheels[version].name}"
+        with self._log(f"repair{suffix}") as log:
             run.call(
                 self.in_root(
                     self.root,
@@ -700,7 +777,7 @@ class Builder:
                         *self.target_library_env(),
                         *repair.auditwheel_argv(
                             raw_in_root,
-                            f"{IN_ROOT_WORK}/wheel/repaired",
+                            f"{IN_ROOT_WORK}/wheel/repaired{suffix}",
                             self.plan.repair_excludes,
                             strip=self.plan.strip,
                         ),
@@ -720,7 +797,9 @@ class Builder:
         wheel = repair.single_wheel(repaired)
         self.verify_provider_runpaths(wheel)
         self._add_wheel_sbom(wheel)
-        self.wheel = wheel
+        self.wheels[version] = wheel
+        if not suffix:
+            self.wheel = wheel
         self.artifacts.append(
             Artifact(
                 wheel,
@@ -730,6 +809,7 @@ class Builder:
                     "execution_providers": [ep.name for ep in self.plan.providers],
                     "provider_names": [ep.provider for ep in self.plan.providers],
                     "distribution": self.plan.distribution,
+                    "python": version,
                 },
             )
         )
@@ -801,12 +881,19 @@ class Builder:
         )
 
     def step_check(self) -> None:
-        check = self.work_dir / "check"
+        for version in self.plan.python:
+            started = time.monotonic()
+            self._check(version)
+            self._time_version(version, "check_s", started)
+
+    def _check(self, python: str) -> None:
+        suffix = self._suffix(python)
+        wheel_file = self.wheels[python]
+        check = self.work_dir / f"check{suffix}"
         remove_tree(check)
         model_file, tolerance = self.write_check_case(check)
         shutil.copyfile(Path(__file__).parent / "checks" / "probe.py", check / "probe.py")
         shutil.copyfile(Path(__file__).parent / "smoke" / "proof.py", check / "proof.py")
-        python = self.plan.python[0]
         arch = self.plan.target.arch
         house = self.cache.wheelhouse(python, arch)
         requirements = list(self.plan.version.python_requires)
@@ -816,12 +903,12 @@ class Builder:
             what="downloading the wheel's runtime dependencies",
         )
         cross = self.plan.toolchain.cross.get(self.plan.target.triple)
-        with self._log("check") as log:
+        with self._log(f"check{suffix}") as log:
             venv = self.work / "check-venv"
             remove_tree(venv)
             venv.mkdir(parents=True)
             binds = [
-                Bind(self.wheel.parent, IN_ROOT / "wheel", read_only=True),
+                Bind(wheel_file.parent, IN_ROOT / "wheel", read_only=True),
                 Bind(house, IN_ROOT_WHEELHOUSE, read_only=True),
                 Bind(check, IN_ROOT / "check"),
                 Bind(venv, IN_ROOT / "venv"),
@@ -835,13 +922,18 @@ class Builder:
                 check_root, binds = self.root, [*binds, Bind(clean_target, IN_ROOT_TARGET, read_only=True)]
             else:
                 check_root = self.toolchain.ensure_clean_root(self.cache, log)
-            cmds = venv_commands(
-                f"python{python}", "/ortdist/venv", str(cross["emulator"]) if cross else "", str(IN_ROOT_TARGET)
-            )
+            if python in self.python_overlays:
+                # Another CPython, unpacked: its venv gets pip from the root's own pip wheel.
+                binds.append(Bind(self.python_overlays[python], in_root_python(python), read_only=True))
+                cmds = overlay_venv_commands(python_layout(python)["executable"], "/ortdist/venv")
+            else:
+                cmds = venv_commands(
+                    f"python{python}", "/ortdist/venv", str(cross["emulator"]) if cross else "", str(IN_ROOT_TARGET)
+                )
             script = (
                 f"{cmds.create} && "
                 f"{cmds.pip} install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
-                f"/ortdist/wheel/{self.wheel.name} && "
+                f"/ortdist/wheel/{wheel_file.name} && "
                 f"cd /ortdist/check && {cmds.python} probe.py {model_file} data.npz result.json {tolerance}"
             )
             # The probe explains failures in result.json; its exit code only confirms them.
@@ -858,9 +950,13 @@ class Builder:
                 "the wheel failed the clean-root check:\n"
                 + "\n".join(f"    {p}" for p in problems or ["see log"])
                 + ("\n" + result.get("error", "") if result.get("error") else ""),
-                where=self.wheel.name,
-                fix=f"full log: {self.logs / 'check.log'}",
+                where=wheel_file.name,
+                fix=f"full log: {self.logs / f'check{suffix}.log'}",
             )
+        if suffix:
+            checks = self.results.setdefault("clean_root_check_other_python", {})
+            checks[python] = {"ok": True, "outputs": result["outputs"]}
+            return
         self.results["clean_root_check"] = {
             "ok": True,
             "root": clean.name,

@@ -50,6 +50,11 @@ class BuildPlan:
         return self.recipe.linkage in ("static", "both")
 
     @property
+    def extra_python(self) -> tuple[str, ...]:
+        """Versions besides the root's own Python: their binding is compiled in step `binding`."""
+        return tuple(v for v in self.python if v not in self.toolchain.python)
+
+    @property
     def reduced(self) -> bool:
         return self.recipe.reduce.enabled
 
@@ -212,13 +217,30 @@ def make_plan(
             "or pick a toolchain that provides the EP",
         )
     python = recipe.wheel.python if recipe.wheel.enabled else ()
-    unsupported = [v for v in python if v not in toolchain.python]
+    unsupported = [v for v in python if v not in toolchain.python_versions]
     if unsupported:
         raise RecipeError(
             f"Python {', '.join(unsupported)} is not available in toolchain {toolchain.name!r}",
             where=f"recipe {recipe.name} [wheel] key 'python'",
-            fix=f"use one of {list(toolchain.python)}",
+            fix=f"use one of {list(toolchain.python_versions)}",
         )
+    extra = [v for v in python if v not in toolchain.python]
+    if extra and not any(v in toolchain.python for v in python):
+        raise RecipeError(
+            f"Python {', '.join(extra)} needs the root's own CPython in the list too: the core build "
+            "compiles the binding for it, the others are recompiled against that core",
+            where=f"recipe {recipe.name} [wheel] key 'python'",
+            fix=f"add {toolchain.python[0]!r}",
+        )
+    if extra and toolchain.is_cross(recipe.target):
+        raise RecipeError(
+            f"Python {', '.join(extra)} is unpacked for the build machine only; a cross target gets the "
+            f"root's own ({', '.join(toolchain.python)})",
+            where=f"recipe {recipe.name} [wheel] key 'python'",
+            fix=f"use python = {list(toolchain.python)}",
+        )
+    # The root's own CPython first: its wheel comes from the main build tree as before.
+    python = tuple(sorted(python, key=lambda v: v not in toolchain.python))
 
     defines: dict[str, str] = {
         "CMAKE_BUILD_TYPE": recipe.build_type,
@@ -251,6 +273,8 @@ def make_plan(
     if recipe.reduce.enabled:
         steps.append("models")
     steps += ["configure", "build"]
+    if any(v not in toolchain.python for v in python):
+        steps.append("binding")
     if recipe.linkage in ("shared", "both"):
         steps.append("install")
     if recipe.linkage in ("static", "both"):

@@ -20,7 +20,7 @@ from ..errors import CheckError
 from ..fsutil import remove_tree
 from ..paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE, Cache
 from ..toolchains import Bind, Toolchain
-from ..toolchains.debian_sysroot import pip_download_argv
+from ..toolchains.debian_sysroot import in_root_python, pip_download_argv, python_layout
 from .wheelinfo import WheelInfo
 
 IN_ROOT_SMOKE = IN_ROOT / "smoke"
@@ -116,6 +116,18 @@ def venv_commands(python: str, venv: str, emulator: str = "", target: str = "") 
     )
 
 
+def overlay_venv_commands(python: str, venv: str) -> VenvCommands:
+    """A CPython unpacked from another Debian suite: its venv is made without pip (Debian's
+    ensurepip looks for wheels of that suite) and pip runs from the root's own pip wheel, which
+    supports every CPython ortdist builds for."""
+    pip_wheel = "$(ls /usr/share/python-wheels/pip-*.whl | head -n1)/pip"
+    return VenvCommands(
+        f"{python} -m venv --without-pip {venv}",
+        f"{venv}/bin/python {pip_wheel}",
+        f"{venv}/bin/python",
+    )
+
+
 MAX_CRASHES = 25  # beyond this the wheel is broken, not a kernel or two
 # What a case result carries over from its plan; the same tuple as in runner.py, which runs
 # standalone in the wheel's environment and cannot be imported from here.
@@ -147,11 +159,15 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
                 ["/bin/sh", "-c", script], stdout=log, stderr=subprocess.STDOUT, env=env, check=False
             ).returncode
     else:
+        overlay: Path | None = None
         with (cache.root / "smoke-root.log").open("w", encoding="utf-8") as root_log:
             if choice.kind == "emulated":
                 root = toolchain.ensure_build_root(cache, root_log)
                 target = toolchain.ensure_clean_target_root(cache, root, choice.triple, root_log)
             else:
+                if info.python in toolchain.spec.extra_python:
+                    build_root = toolchain.ensure_build_root(cache, root_log)
+                    overlay = toolchain.ensure_python_overlay(cache, build_root, info.python, root_log)
                 root = toolchain.ensure_clean_root(cache, root_log)
         venv.mkdir(parents=True)
         here, wheel_dir, house_seen = IN_ROOT_SMOKE, IN_ROOT / "wheel", IN_ROOT_WHEELHOUSE
@@ -162,6 +178,8 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
         ]
         if choice.kind == "emulated":
             binds.append(Bind(target, IN_ROOT_TARGET, read_only=True))
+        if overlay is not None:
+            binds.append(Bind(overlay, in_root_python(info.python), read_only=True))
 
         def shell(script: str) -> int:
             return run.stream(
@@ -169,7 +187,10 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
             )
 
     emulator = str(toolchain.spec.cross[choice.triple]["emulator"]) if choice.kind == "emulated" else ""
-    venv_cmds = venv_commands(choice.python, f"{here}/venv", emulator, str(IN_ROOT_TARGET))
+    if choice.kind == "root" and info.python in toolchain.spec.extra_python:
+        venv_cmds = overlay_venv_commands(python_layout(info.python)["executable"], f"{here}/venv")
+    else:
+        venv_cmds = venv_commands(choice.python, f"{here}/venv", emulator, str(IN_ROOT_TARGET))
     code = shell(
         f"{venv_cmds.create} && "
         f"{venv_cmds.pip} install --quiet --no-index --find-links {house_seen} "

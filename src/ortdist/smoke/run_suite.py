@@ -139,7 +139,7 @@ def smoke_wheel(
     emulated = {targets[t].arch: t for t in toolchain.spec.cross if t in targets}
     choice = env.choose(
         info,
-        toolchain.spec.python,
+        toolchain.spec.python_versions,
         (glibc_major, glibc_minor),
         env.host_glibc(),
         env.host_python(info.python),

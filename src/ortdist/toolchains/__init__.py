@@ -44,6 +44,11 @@ class Toolchain(Protocol):
         """Create (once) and return a cross target's bare-Python root (checks, under the emulator)."""
         ...
 
+    def ensure_python_overlay(self, cache: Cache, build_root: Path, version: str, log: TextIO) -> Path:
+        """Create (once) and return the directory of another CPython ``version`` (bound at
+        /ortdist/python/<version>): the binding for it is compiled, and its wheel checked, there."""
+        ...
+
     def installed_packages(self, root: Path) -> dict[str, str]:
         """Package -> version of everything installed in ``root`` (for the SBOM)."""
         ...

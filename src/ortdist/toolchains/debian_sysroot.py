@@ -20,7 +20,7 @@ from typing import TextIO
 from .. import run
 from ..errors import ToolchainError
 from ..fsutil import remove_tree, sha256_file, sha256_text, temp_sibling_dir
-from ..paths import IN_ROOT_EP_WHEELS, IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
+from ..paths import IN_ROOT_EP_WHEELS, IN_ROOT_PYTHONS, IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
 from . import Bind
 from .spec import ToolchainSpec
 
@@ -362,6 +362,85 @@ class DebianSysroot:
             tmp.rename(final)
         return final
 
+    # --- other CPython versions ------------------------------------------------------------------
+    def python_overlay_path(self, cache: Cache, version: str) -> Path:
+        facts = self.spec.extra_python[version]
+        digest = sha256_text(
+            PYTHON_LAYOUT, self.spec.mirror, facts["suite"], *facts["packages"], f"numpy=={facts['numpy']}"
+        )
+        return cache.sysroots / f"{self.spec.name}-python{version}-{digest[:12]}"
+
+    def ensure_python_overlay(self, cache: Cache, build_root: Path, version: str, log: TextIO) -> Path:
+        """CPython ``version`` from another Debian suite, unpacked into a directory of its own (bound
+        at /ortdist/python/<version>), plus numpy from PyPI for the binding's headers. The build
+        root's apt, pointed at that suite alone, downloads exactly the listed packages."""
+        final = self.python_overlay_path(cache, version)
+        if (final / STAMP).is_file():
+            return final
+        facts = self.spec.extra_python[version]
+        print(f"ortdist: unpacking CPython {version} from Debian {facts['suite']} into {final.name}", file=sys.stderr)
+        with temp_sibling_dir(final) as tmp:
+            state = tmp.parent / f".{final.name}.apt-state"
+            remove_tree(state)
+            for sub in ("lists/partial", "cache/archives/partial", "parts", "debs"):
+                (state / sub).mkdir(parents=True)
+            (state / "status").write_text("")
+            (state / "sources.list").write_text(f"deb {self.spec.mirror} {facts['suite']} main\n")
+            apt_state = Path("/ortdist/apt-state")
+            options = [
+                f"-oDir::Etc::SourceList={apt_state}/sources.list",
+                f"-oDir::Etc::SourceParts={apt_state}/parts",
+                f"-oDir::State::status={apt_state}/status",
+                f"-oDir::State::Lists={apt_state}/lists",
+                f"-oDir::Cache={apt_state}/cache",
+                "-oDebug::NoLocking=1",
+                "-oAPT::Sandbox::User=root",
+            ]
+            script = " && ".join(
+                [
+                    shlex.join(["apt-get", *options, "update", "-q"]),
+                    f"cd {apt_state}/debs",
+                    shlex.join(["apt-get", *options, "download", "-q", *facts["packages"]]),
+                ]
+            )
+            run.call(
+                self.wrap(build_root, ["/bin/sh", "-c", script], binds=[Bind(state, apt_state)]),
+                log=log,
+                error=ToolchainError,
+                what=f"downloading CPython {version} from Debian {facts['suite']}",
+            )
+            versions: dict[str, str] = {}
+            for deb in sorted((state / "debs").glob("*.deb")):
+                run.call(
+                    ["dpkg-deb", "-x", str(deb), str(tmp)], log=log, error=ToolchainError, what=f"unpacking {deb.name}"
+                )
+                name, deb_version = deb.name.split("_")[:2]
+                versions[name] = deb_version.replace("%3a", ":")
+            missing = sorted(set(facts["packages"]) - set(versions))
+            if missing:
+                raise ToolchainError(
+                    f"Debian {facts['suite']} did not provide {', '.join(missing)}",
+                    where=f"toolchains/{self.spec.name}/pythons.toml [{version!r}]",
+                    fix="check the package names against that suite",
+                )
+            relativize_symlinks(tmp)
+            house = cache.wheelhouse(version)
+            house.mkdir(parents=True, exist_ok=True)
+            numpy = f"numpy=={facts['numpy']}"
+            run.capture(pip_download_argv(house, version, [numpy]), error=ToolchainError, what=f"downloading {numpy}")
+            tag = f"cp{version.replace('.', '')}"
+            wheels = sorted(house.glob(f"numpy-{facts['numpy']}-{tag}-{tag}-*.whl"))
+            if not wheels:
+                raise ToolchainError(f"no {numpy} wheel for CPython {version} in {house}", fix="check the pin")
+            with zipfile.ZipFile(wheels[0]) as archive:
+                archive.extractall(tmp / "site-packages")
+            info = {"toolchain": self.spec.name, "python": version, "suite": facts["suite"], "installed": versions}
+            info["numpy"] = facts["numpy"]
+            (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            remove_tree(state)
+            tmp.rename(final)
+        return final
+
     def installed_packages(self, root: Path) -> dict[str, str]:
         data = json.loads((root / STAMP).read_text(encoding="utf-8"))
         return dict(data["installed"])
@@ -380,6 +459,23 @@ class DebianSysroot:
 
 # Bumped when the way a target sysroot is laid out changes, so cached ones are re-made.
 TARGET_LAYOUT = "merged-usr-1"
+# The same for the directories of other CPython versions.
+PYTHON_LAYOUT = "python-overlay-1"
+
+
+def in_root_python(version: str) -> Path:
+    """Where CPython ``version``'s directory is bound inside a root."""
+    return IN_ROOT_PYTHONS / version
+
+
+def python_layout(version: str) -> dict[str, str]:
+    """The paths of an unpacked CPython ``version`` as seen inside a root."""
+    base = in_root_python(version)
+    return {
+        "executable": f"{base}/usr/bin/python{version}",
+        "include": f"{base}/usr/include/python{version}",
+        "numpy_include": f"{base}/site-packages/numpy/_core/include",
+    }
 
 
 def relativize_symlinks(root: Path) -> int:

@@ -39,6 +39,9 @@ class PlanOnlyToolchain:
     def ensure_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
         self._refuse("cross-build")
 
+    def ensure_python_overlay(self, cache: Cache, build_root: Path, version: str, log: TextIO) -> Path:
+        self._refuse(f"provide CPython {version}")
+
     def ensure_clean_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
         self._refuse("cross-build")
 

@@ -48,6 +48,14 @@ class ToolchainSpec:
     # (cuDNN downloads from NVIDIA at install time); name -> facts (version, sha256, python).
     ep_wheels: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     extends: str = ""
+    # CPython versions besides the root's own, for the binding only (toolchains/<name>/pythons.toml):
+    # version -> {suite, packages, numpy}.
+    extra_python: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def python_versions(self) -> tuple[str, ...]:
+        """Every CPython a wheel can be built for: the root's own first."""
+        return (*self.python, *self.extra_python)
 
     @property
     def shims(self) -> dict[str, Path]:
@@ -121,6 +129,9 @@ _MERGED_TABLES = ("cmake", "ep_packages", "ep_cmake", "ep_wheels", "python_tools
 _WHEEL_KEYS = frozenset({"version", "sha256"})
 _WHEEL_OPTIONAL_KEYS = frozenset({"python"})
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# What a [<version>] table of toolchains/<name>/pythons.toml states.
+_PYTHON_KEYS = frozenset({"suite", "packages", "numpy"})
+PYTHONS_FILE = "pythons.toml"
 # What a [cross.<triple>] table must state.
 _CROSS_KEYS = frozenset(
     {"host", "dpkg_arch", "tool_prefix", "host_packages", "packages", "clean_packages", "emulator", "cmake"}
@@ -182,6 +193,35 @@ def _read(
     return merged, [*files, path]
 
 
+def _extra_pythons(files: list[Path], own: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """toolchains/<name>/pythons.toml along the extends chain (a child's entry wins)."""
+    found: dict[str, dict[str, Any]] = {}
+    for spec_file in files:
+        path = spec_file.with_suffix("") / PYTHONS_FILE
+        if not path.is_file():
+            continue
+        try:
+            table: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise RecipeError(f"not valid TOML: {exc}", where=str(path)) from exc
+        for version, facts in table.items():
+            where = f"{path} [{version!r}]"
+            if not re.fullmatch(r"3\.[0-9]{1,2}", version):
+                raise RecipeError(f"{version!r} is not a CPython version", where=where, fix='e.g. ["3.11"]')
+            if not isinstance(facts, dict) or set(facts) != _PYTHON_KEYS:
+                raise RecipeError(
+                    f"a Python version states exactly {', '.join(sorted(_PYTHON_KEYS))}",
+                    where=where,
+                    fix='e.g. suite = "bookworm", packages = ["python3.11", ...], numpy = "2.2.6"',
+                )
+            if version in own:
+                raise RecipeError(
+                    f"CPython {version} is the root's own Python", where=where, fix="drop it from this file"
+                )
+            found[version] = dict(facts)
+    return found
+
+
 def load_toolchain(project: Path, name: str) -> ToolchainSpec:
     data, files = _read(project, name)
     path = files[-1]
@@ -239,6 +279,7 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
                     where=str(path) + where_all,
                     fix="one root holds one copy of a wheel: pin the same version and sha256 in both",
                 )
+    extra_python = _extra_pythons(files, tuple(data.get("python", ())))
     plan_only = data.get("plan_only", False)
     if plan_only and not data.get("needs"):
         raise RecipeError(
@@ -292,6 +333,7 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
             components=tuple(data.get("components", ("main",))),
             ep_wheels={ep: {d: dict(f) for d, f in w.items()} for ep, w in data.get("ep_wheels", {}).items()},
             extends=data.get("extends", ""),
+            extra_python=extra_python,
         )
     except KeyError as exc:
         raise RecipeError(f"missing key {exc.args[0]!r}", where=str(path)) from exc

@@ -61,3 +61,41 @@ def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> Non
             lines.append(f"{record_name},,")
             record_info = next(i for i in infos if i.filename == record_name)
             zout.writestr(record_info, ("\n".join(lines) + "\n").encode())
+
+
+def retag(wheel: Path, python: str) -> Path:
+    """The same wheel for another CPython's binding: ``cpXY-cpXY`` becomes ``python``'s tag in the
+    file name and in WHEEL's Tag lines, RECORD follows. scikit-build-core tags a wheel with the
+    interpreter it runs under (the root's own); the binding inside was compiled for ``python``."""
+    new = f"cp{python.replace('.', '')}"
+    parts = wheel.name[: -len(".whl")].split("-")
+    old = parts[-3]
+    if parts[-2] != old:
+        raise PackageError(f"{wheel.name} is not a CPython-specific wheel", where=str(wheel), fix="rebuild it")
+    dest = wheel.with_name("-".join([*parts[:-3], new, new, parts[-1]]) + ".whl")
+    with zipfile.ZipFile(wheel) as zin:
+        infos = zin.infolist()
+        dist_info = dist_info_dir([i.filename for i in infos])
+        wheel_name, record_name = f"{dist_info}/WHEEL", f"{dist_info}/RECORD"
+        text = zin.read(wheel_name).decode()
+        tagged = "".join(
+            line.replace(f"Tag: {old}-{old}-", f"Tag: {new}-{new}-") for line in text.splitlines(keepends=True)
+        )
+        if tagged == text:
+            raise PackageError(f"{wheel.name}'s WHEEL has no {old}-{old} tag", where=str(wheel), fix="rebuild it")
+        with atomic_file(dest) as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zout:
+            for info in infos:
+                if info.filename == record_name:
+                    continue
+                data = tagged.encode() if info.filename == wheel_name else zin.read(info.filename)
+                zout.writestr(info, data)
+            lines = [
+                record_line(wheel_name, tagged.encode()) if line.startswith(f"{wheel_name},") else line
+                for line in zin.read(record_name).decode().splitlines()
+                if line
+            ]
+            record_info = next(i for i in infos if i.filename == record_name)
+            zout.writestr(record_info, ("\n".join(lines) + "\n").encode())
+    if dest != wheel:
+        wheel.unlink()
+    return dest

@@ -1,0 +1,104 @@
+"""The Python binding for other CPython versions, against an ONNX Runtime core compiled once.
+
+The binding (``onnxruntime_pybind11_state.so``) is the only part of ORT that depends on the
+Python it is built for: a dozen sources compiled with that Python's and numpy's headers, linked
+with the core's static archives. So instead of a second configure and build tree per version, the
+exact compile and link commands ninja would run for the binding are taken from the main build
+(``ninja -t commands``), the header directories of the root's Python are swapped for the other
+version's, and written as a small ninja file of their own (parallel, incremental) whose outputs
+go to a directory per version. The core's archives are linked as they are.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from .errors import BuildError
+
+TARGET = "onnxruntime_pybind11_state"
+MODULE = f"{TARGET}.so"
+OBJECT_DIR = f"CMakeFiles/{TARGET}.dir/"
+# What CMake's FindPython recorded in CMakeCache.txt for the main build.
+_CACHE_ENTRY = re.compile(r"^(?P<key>_Python_INCLUDE_DIR|_Python_NumPy_INCLUDE_DIR):INTERNAL=(?P<value>.*)$", re.M)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Headers:
+    """A Python's header directories as the compiler sees them."""
+
+    python: str
+    numpy: str
+
+
+def main_build_headers(cmake_cache: str) -> Headers:
+    found = {m["key"]: m["value"].strip() for m in _CACHE_ENTRY.finditer(cmake_cache)}
+    try:
+        return Headers(python=found["_Python_INCLUDE_DIR"], numpy=found["_Python_NumPy_INCLUDE_DIR"])
+    except KeyError as exc:
+        raise BuildError(
+            f"CMakeCache.txt has no {exc.args[0]}: the main build did not configure the Python binding",
+            fix="the recipe needs [wheel] enabled = true",
+        ) from exc
+
+
+def _ninja_escape(text: str) -> str:
+    return text.replace("$", "$$")
+
+
+def _path(token: str, build_dir: str) -> str:
+    return token if token.startswith("/") else f"{build_dir}/{token}"
+
+
+def binding_ninja(ninja_commands: str, main: Headers, other: Headers, out_dir: str, build_dir: str) -> str:
+    """A ninja file that compiles and links the binding against ``other``'s headers into
+    ``out_dir``, from the output of ``ninja -t commands onnxruntime_pybind11_state`` in the main
+    build tree ``build_dir``: the same commands, so the same flags, in parallel and incremental."""
+    compiles: list[str] = []
+    link = ""
+    for line in ninja_commands.splitlines():
+        if f" -o {OBJECT_DIR}" in line and " -c " in line:
+            compiles.append(line)
+        for part in line.split(" && "):  # the link rule runs CMake's post-build copies after it
+            if f" -o {MODULE} " in part:
+                link = part.strip()
+    if not compiles or not link:
+        raise BuildError(
+            f"ninja lists no compile or link command for {TARGET}",
+            fix="the main build tree must have the Python binding (rebuild the recipe)",
+        )
+    lines = [
+        f"# ortdist: {TARGET} for another CPython, from the main build's own commands",
+        "rule run",
+        "  command = cd " + build_dir + " && $cmd",
+        "  description = $desc",
+        "",
+    ]
+    objects: list[str] = []
+    for command in compiles:
+        for old in (main.python, main.numpy):
+            if old not in command.split() and f"-I{old}" not in command.split():
+                raise BuildError(
+                    f"a compile command of {TARGET} does not name {old}: cannot retarget it",
+                    fix="report this: ORT's CMake passes the Python headers differently than expected",
+                )
+        argv = command.replace(main.python, other.python).replace(main.numpy, other.numpy)
+        argv = argv.replace(OBJECT_DIR, f"{out_dir}/{OBJECT_DIR}")
+        tokens = shlex.split(argv)
+        output, source = tokens[tokens.index("-o") + 1], tokens[tokens.index("-c") + 1]
+        objects.append(output)
+        lines += [
+            f"build {output}: run {_path(source, build_dir)}",
+            f"  cmd = {_ninja_escape(argv)}",
+            f"  desc = {output}",
+        ]
+    link = link.replace(OBJECT_DIR, f"{out_dir}/{OBJECT_DIR}").replace(f" -o {MODULE} ", f" -o {out_dir}/{MODULE} ")
+    archives = sorted({_path(t, build_dir) for t in shlex.split(link) if t.endswith(".a")})
+    lines += [
+        f"build {out_dir}/{MODULE}: run {' '.join(objects)} | {' '.join(archives)}",
+        f"  cmd = {_ninja_escape(link)}",
+        f"  desc = {MODULE}",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,204 @@
+"""Several CPython versions from one core build: the toolchain's other Pythons, the plan, the
+binding's retargeted build file, and re-tagging the wheel (all pure, no build)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ortdist import binding
+from ortdist.cli import load_patches, plan_for
+from ortdist.errors import BuildError, PackageError, RecipeError
+from ortdist.paths import Cache
+from ortdist.plan import make_plan
+from ortdist.recipe import Recipe
+from ortdist.smoke.env import overlay_venv_commands
+from ortdist.toolchains import load_toolchain
+from ortdist.toolchains.debian_sysroot import DebianSysroot, python_layout
+from ortdist.wheel.record import retag
+
+
+# --- toolchain -------------------------------------------------------------------------------------
+def test_debian_trixie_offers_bookworms_python_too(project: Path) -> None:
+    spec = load_toolchain(project, "debian-trixie")
+    assert spec.python == ("3.13",) and spec.python_versions == ("3.13", "3.11")
+    facts = spec.extra_python["3.11"]
+    assert facts["suite"] == "bookworm" and "libpython3.11-dev" in facts["packages"]
+    # cuda12 inherits it along the extends chain
+    assert load_toolchain(project, "cuda12").python_versions == ("3.13", "3.11")
+
+
+def test_other_pythons_key_neither_the_root_nor_the_build_trees(project: Path, tmp_path: Path) -> None:
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    before = load_toolchain(tmp_path, "debian-trixie")
+    pythons = tmp_path / "toolchains" / "debian-trixie" / "pythons.toml"
+    pythons.write_text(pythons.read_text().replace('numpy = "2.2.6"', 'numpy = "2.2.5"'))
+    after = load_toolchain(tmp_path, "debian-trixie")
+    assert (before.digest, before.root_digest) == (after.digest, after.root_digest)
+    cache = Cache(tmp_path / "cache")
+    # ...but the directory of that Python is made afresh.
+    assert DebianSysroot(before).python_overlay_path(cache, "3.11") != DebianSysroot(after).python_overlay_path(
+        cache, "3.11"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('["3.11"]\nsuite = "bookworm"\npackages = []\n', "states exactly numpy, packages, suite"),
+        ('["3.13"]\nsuite = "bookworm"\npackages = []\nnumpy = "2"\n', "the root's own Python"),
+        ('["three"]\nsuite = "bookworm"\npackages = []\nnumpy = "2"\n', "'three' is not a CPython version"),
+        ('["3.11"\n', "not valid TOML"),
+    ],
+)
+def test_bad_python_tables_are_refused(project: Path, tmp_path: Path, text: str, message: str) -> None:
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    (tmp_path / "toolchains" / "debian-trixie" / "pythons.toml").write_text(text)
+    with pytest.raises(RecipeError, match=message):
+        load_toolchain(tmp_path, "debian-trixie")
+
+
+# --- plan ------------------------------------------------------------------------------------------
+def test_an_extra_python_adds_the_binding_step(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    recipe = recipe_from('[wheel]\npython = ["3.11", "3.13"]\n')
+    plan = make_plan(recipe, load_toolchain(project, "debian-trixie"), load_patches(recipe, project))
+    assert plan.python == ("3.13", "3.11")  # the root's own first: the main build's binding
+    assert plan.extra_python == ("3.11",)
+    assert plan.steps[plan.steps.index("build") + 1] == "binding"
+    single, _ = plan_for("xnnpack-linux", project)
+    assert "binding" not in single.steps and single.extra_python == ()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('[wheel]\npython = ["3.11"]\n', "needs the root's own CPython in the list too"),
+        ('[wheel]\npython = ["3.12", "3.13"]\n', "(?s)Python 3.12 is not available.*use one of \\['3.13', '3.11'\\]"),
+        (
+            'target = "aarch64-unknown-linux-gnu"\n[wheel]\npython = ["3.13", "3.11"]\n',
+            "unpacked for the build machine only",
+        ),
+    ],
+)
+def test_impossible_python_lists_are_refused(
+    project: Path, recipe_from: Callable[..., Recipe], body: str, message: str
+) -> None:
+    recipe = recipe_from(body)
+    with pytest.raises(RecipeError, match=message):
+        make_plan(recipe, load_toolchain(project, "debian-trixie"), load_patches(recipe, project))
+
+
+# --- the binding's build file ----------------------------------------------------------------------
+MAIN = binding.Headers(python="/usr/include/python3.13", numpy="/usr/lib/np/_core/include")
+OTHER = binding.Headers(python="/ortdist/python/3.11/usr/include/python3.11", numpy="/ortdist/python/3.11/np")
+OBJ = "CMakeFiles/onnxruntime_pybind11_state.dir/ortdist/source/onnxruntime/python"
+PY_FLAGS = "-isystem /usr/include/python3.13 -isystem /usr/lib/np/_core/include"
+COMMANDS = "\n".join(
+    [
+        f"ccache /usr/bin/c++ -DX -I/ortdist/source/include {PY_FLAGS} -O3 -MD -MT {OBJ}/a.cc.o "
+        f"-MF {OBJ}/a.cc.o.d -o {OBJ}/a.cc.o -c /ortdist/source/onnxruntime/python/a.cc",
+        "ccache /usr/bin/c++ -DX -O3 -o CMakeFiles/onnxruntime_common.dir/x.cc.o -c /ortdist/source/x.cc",
+        f"ccache /usr/bin/c++ -DX {PY_FLAGS} -o {OBJ}/b.cc.o -c /ortdist/source/onnxruntime/python/b.cc",
+        f': && /usr/bin/c++ -fPIC "-Wl,-rpath=\\$ORIGIN" -shared -o onnxruntime_pybind11_state.so {OBJ}/a.cc.o '
+        f"{OBJ}/b.cc.o libonnxruntime_session.a _deps/onnx-build/libonnx.a "
+        "/usr/lib/x86_64-linux-gnu/libflatbuffers.a /usr/lib/libre2.so && cd /ortdist/build && "
+        "/usr/bin/cmake -E copy /ortdist/build/onnxruntime_pybind11_state.so /ortdist/build/onnxruntime/capi/",
+    ]
+)
+
+
+def test_the_binding_is_rebuilt_from_the_main_builds_own_commands() -> None:
+    text = binding.binding_ninja(COMMANDS, MAIN, OTHER, "/ortdist/work/binding-3.11", "/ortdist/build")
+    builds = [line for line in text.splitlines() if line.startswith("build ")]
+    out = "/ortdist/work/binding-3.11"
+    assert builds == [
+        f"build {out}/{OBJ}/a.cc.o: run /ortdist/source/onnxruntime/python/a.cc",
+        f"build {out}/{OBJ}/b.cc.o: run /ortdist/source/onnxruntime/python/b.cc",
+        f"build {out}/onnxruntime_pybind11_state.so: run {out}/{OBJ}/a.cc.o {out}/{OBJ}/b.cc.o | "
+        "/ortdist/build/_deps/onnx-build/libonnx.a /ortdist/build/libonnxruntime_session.a "
+        "/usr/lib/x86_64-linux-gnu/libflatbuffers.a",
+    ]
+    assert "python3.13" not in text and "/usr/lib/np/" not in text
+    assert text.count("-isystem /ortdist/python/3.11/usr/include/python3.11") == 2
+    assert "onnxruntime_common" not in text  # the core is not rebuilt
+    assert "cmake -E copy" not in text  # nor are CMake's post-build copies repeated
+    assert "$$ORIGIN" in text  # ninja's escape for the link's literal $ORIGIN
+    assert "  command = cd /ortdist/build && $cmd" in text
+
+
+def test_a_binding_compile_without_the_python_headers_cannot_be_retargeted() -> None:
+    odd = COMMANDS.replace("-isystem /usr/include/python3.13 ", "", 1)
+    with pytest.raises(BuildError, match=r"does not name /usr/include/python3\.13"):
+        binding.binding_ninja(odd, MAIN, OTHER, "/o", "/ortdist/build")
+    with pytest.raises(BuildError, match="no compile or link command"):
+        binding.binding_ninja("ninja: no work to do.\n", MAIN, OTHER, "/o", "/ortdist/build")
+
+
+def test_main_build_headers_come_from_cmakes_cache() -> None:
+    cache = (
+        "X:STRING=1\n_Python_INCLUDE_DIR:INTERNAL=/usr/include/python3.13\n"
+        "_Python_NumPy_INCLUDE_DIR:INTERNAL=/usr/lib/np/_core/include\n"
+    )
+    assert binding.main_build_headers(cache) == MAIN
+    with pytest.raises(BuildError, match="_Python_NumPy_INCLUDE_DIR"):
+        binding.main_build_headers(cache.split("_Python_NumPy")[0])
+
+
+def test_paths_of_an_unpacked_python() -> None:
+    assert python_layout("3.11") == {
+        "executable": "/ortdist/python/3.11/usr/bin/python3.11",
+        "include": "/ortdist/python/3.11/usr/include/python3.11",
+        "numpy_include": "/ortdist/python/3.11/site-packages/numpy/_core/include",
+    }
+    cmds = overlay_venv_commands("/ortdist/python/3.11/usr/bin/python3.11", "/v")
+    assert cmds.create == "/ortdist/python/3.11/usr/bin/python3.11 -m venv --without-pip /v"
+    assert cmds.pip.startswith("/v/bin/python $(ls /usr/share/python-wheels/pip-*.whl")
+
+
+# --- re-tagging --------------------------------------------------------------------------------------
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _fake_wheel(tmp_path: Path) -> Path:
+    wheel = tmp_path / "onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl"
+    meta = b"Wheel-Version: 1.0\nGenerator: scikit-build-core\nRoot-Is-Purelib: false\n"
+    meta += b"Tag: cp313-cp313-linux_x86_64\n"
+    module = b"\x7fELF binding"
+    record = (
+        f"onnxruntime/capi/onnxruntime_pybind11_state.so,{_record_hash(module)},{len(module)}\n"
+        f"onnxruntime-1.21.0.dist-info/WHEEL,{_record_hash(meta)},{len(meta)}\n"
+        "onnxruntime-1.21.0.dist-info/RECORD,,\n"
+    )
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("onnxruntime/capi/onnxruntime_pybind11_state.so", module)
+        zf.writestr("onnxruntime-1.21.0.dist-info/WHEEL", meta)
+        zf.writestr("onnxruntime-1.21.0.dist-info/RECORD", record)
+    return wheel
+
+
+def test_retag_moves_a_wheel_to_another_cpython(tmp_path: Path) -> None:
+    wheel = _fake_wheel(tmp_path)
+    tagged = retag(wheel, "3.11")
+    assert tagged.name == "onnxruntime-1.21.0-cp311-cp311-linux_x86_64.whl"
+    assert not wheel.exists()
+    with zipfile.ZipFile(tagged) as zf:
+        meta = zf.read("onnxruntime-1.21.0.dist-info/WHEEL")
+        record = zf.read("onnxruntime-1.21.0.dist-info/RECORD").decode()
+        assert zf.namelist()[0] == "onnxruntime/capi/onnxruntime_pybind11_state.so"  # order kept
+    assert b"Tag: cp311-cp311-linux_x86_64\n" in meta and b"cp313" not in meta
+    assert f"onnxruntime-1.21.0.dist-info/WHEEL,{_record_hash(meta)},{len(meta)}" in record
+    assert record.count("\n") == 3
+
+
+def test_retag_refuses_wheels_that_are_not_for_one_cpython(tmp_path: Path) -> None:
+    abi3 = tmp_path / "x-1.0-cp39-abi3-linux_x86_64.whl"
+    shutil.copyfile(_fake_wheel(tmp_path), abi3)
+    with pytest.raises(PackageError, match="not a CPython-specific wheel"):
+        retag(abi3, "3.11")
