@@ -52,9 +52,10 @@ def test_manifest_lists_verified_artifacts(built: tuple[Path, dict[str, Any], st
         data = (out / art["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == art["sha256"]
         assert len(data) == art["size"]
-    assert kinds["wheel"]["tag"].startswith("cp313-cp313-manylinux_")
-    assert kinds["wheel"]["path"].startswith("onnxruntime-1.21.0-")
-    for step in ("toolchain", "source", "configure", "build", "wheel", "repair", "check", "total"):
+    wheels = [a for a in manifest["artifacts"] if a["kind"] == "wheel"]
+    assert [w["tag"].split("-manylinux_")[0] for w in wheels] == ["cp313-cp313", "cp311-cp311"]
+    assert all(w["path"].startswith("onnxruntime-1.21.0-") for w in wheels)
+    for step in ("toolchain", "source", "configure", "build", "binding", "wheel", "repair", "check", "total"):
         assert manifest["build_times_s"][step] >= 0
     assert (out / "logs" / "build.log").is_file()
 
@@ -170,9 +171,9 @@ def test_a_fresh_rebuild_is_byte_identical(built: tuple[Path, dict[str, Any], st
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "--fresh: discarding" in proc.stderr
     again = json.loads((tmp_path / "cpu-linux" / "manifest.json").read_text())
-    first = {a["kind"]: a["sha256"] for a in manifest["artifacts"]}
-    second = {a["kind"]: a["sha256"] for a in again["artifacts"]}
-    assert second == first
+    first = {a["path"]: a["sha256"] for a in manifest["artifacts"]}
+    second = {a["path"]: a["sha256"] for a in again["artifacts"]}
+    assert second == first and len(first) == len(manifest["artifacts"])  # both wheels too
     for art in again["artifacts"]:
         data = (tmp_path / "cpu-linux" / art["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == art["sha256"]
@@ -212,3 +213,35 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     kept = project / "dist" / "report-test-screenshot.png"
     kept.parent.mkdir(exist_ok=True)
     shutil.copyfile(png, kept)
+
+
+def test_one_core_two_pythons(built: tuple[Path, dict[str, Any], str], tmp_path: Path) -> None:
+    """recipes/cpu-linux.toml asks for CPython 3.13 (trixie's) and 3.11 (bookworm's, unpacked):
+    the core is compiled once, only the binding again, and the 3.11 wheel passes the clean-root
+    check and the smoke suite under a real 3.11."""
+    from ortdist.paths import Cache
+    from ortdist.smoke.run_suite import smoke_wheel
+    from ortdist.toolchains import load_toolchain, make_toolchain
+
+    out, manifest, _ = built
+    project = Path(__file__).resolve().parents[2]
+    wheels = {a["python"]: out / a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel"}
+    assert set(wheels) == {"3.13", "3.11"}
+    modules = {}
+    for version, wheel in wheels.items():
+        with zipfile.ZipFile(wheel) as zf:
+            modules[version] = zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so")
+            names = set(zf.namelist())
+            assert any(n.endswith(".dist-info/sboms/ortdist.cdx.json") for n in names)
+        assert f"-cp{version.replace('.', '')}-" in wheel.name
+    assert modules["3.13"] != modules["3.11"]
+    assert b"python3.11" not in modules["3.13"]
+    timings = manifest["python_versions"]["3.11"]
+    assert timings["binding_s"] >= 0 and timings["wheel_s"] > 0 and timings["check_s"] > 0
+    assert manifest["clean_root_check_other_python"]["3.11"]["ok"] is True
+    toolchain = make_toolchain(load_toolchain(project, "debian-trixie"))
+    report, verdicts = smoke_wheel(wheels["3.11"], tmp_path, Cache.default(), toolchain, with_node_tests=False)
+    assert report["passed"], [v.message for v in verdicts if not v.passed]
+    assert report["environment"]["kind"] == "root"
+    assert report["version"] == "1.21.0"
+    assert {v.name for v in verdicts if v.passed} >= {"cnn", "transformer", "control_flow", "qdq_cnn", "fp16_mlp"}
