@@ -35,6 +35,7 @@ def test_cpu_linux_plan(project: Path) -> None:
         "source",
         "configure",
         "build",
+        "binding",
         "install",
         "wheel",
         "repair",
@@ -43,7 +44,7 @@ def test_cpu_linux_plan(project: Path) -> None:
         "publish",
     )
     assert plan.distribution == "onnxruntime"
-    assert plan.python == ("3.13",)
+    assert plan.python == ("3.13", "3.11") and plan.extra_python == ("3.11",)
     assert plan.repair_excludes == ()
     assert plan.strip
     assert [p.name for p in plan.patches] == [
