@@ -36,7 +36,7 @@ def resolve_recipe_path(arg: str, project: Path) -> Path:
 def load_patches(recipe: Recipe, project: Path) -> tuple[Patch, ...]:
     if recipe.patch_series == "none":
         return ()
-    return read_series(project / "patches" / recipe.patch_series)
+    return read_series(project / "patches" / recipe.patch_series, {"cpu", *recipe.execution_providers})
 
 
 def plan_for(recipe_arg: str, project: Path, cache_name: str | None = None) -> tuple[BuildPlan, Path]:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import run
+from . import registry, run
 from .errors import PatchError
 from .fsutil import remove_tree, sha256_file, temp_sibling_dir
 
@@ -22,9 +22,16 @@ class Patch:
     name: str
     path: Path
     sha256: str
+    # Applied only to builds with one of these EPs (``eps=cuda,tensorrt`` on its series line):
+    # a patch to one EP's code does not change, and so does not rebuild, every other recipe.
+    eps: tuple[str, ...] = ()
+
+    def applies_to(self, eps: Iterable[str]) -> bool:
+        return not self.eps or bool(set(self.eps) & set(eps))
 
 
-def read_series(directory: Path) -> tuple[Patch, ...]:
+def read_series(directory: Path, eps: Iterable[str] | None = None) -> tuple[Patch, ...]:
+    """The series' patches; with ``eps``, only those that apply to a build with those EPs."""
     series = directory / "series"
     if not series.is_file():
         raise PatchError(
@@ -37,6 +44,21 @@ def read_series(directory: Path) -> tuple[Patch, ...]:
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
+        line, *options = line.split()
+        only: tuple[str, ...] = ()
+        for option in options:
+            key, _, value = option.partition("=")
+            known = registry.providers()
+            only = tuple(v for v in value.split(",") if v)
+            unknown = [v for v in only if v not in known]
+            if key != "eps" or not only or unknown:
+                raise PatchError(
+                    f"{option!r} is not an option of a series line"
+                    + (f" (unknown EP {', '.join(unknown)})" if unknown and key == "eps" else ""),
+                    where=f"{series}:{lineno}",
+                    fix="write `<patch file>` or `<patch file> eps=<ep>[,<ep>...]` with registry EP names "
+                    f"({', '.join(known)})",
+                )
         path = directory / line
         if not path.is_file():
             raise PatchError(
@@ -44,7 +66,10 @@ def read_series(directory: Path) -> tuple[Patch, ...]:
                 where=f"{series}:{lineno}",
                 fix="add the file or remove the line",
             )
-        out.append(Patch(name=line, path=path, sha256=sha256_file(path)))
+        out.append(Patch(name=line, path=path, sha256=sha256_file(path), eps=only))
+    if eps is not None:
+        wanted = set(eps)
+        return tuple(p for p in out if p.applies_to(wanted))
     return tuple(out)
 
 

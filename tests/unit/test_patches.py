@@ -102,8 +102,33 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004", "0005"]
+    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004", "0005", "0006"]
+    assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt")]
     for patch in patches:
         text = patch.path.read_text()
         assert text.startswith("Subject: ")
         assert "Written for ortdist." in text
+
+
+def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:
+    series = project / "patches" / "1.21.0"
+    cpu = [p.name for p in read_series(series, {"cpu"})]
+    cuda = [p.name for p in read_series(series, {"cpu", "cuda"})]
+    assert "0006-cuda-driver-wrapper-on-first-use.patch" not in cpu
+    assert cuda == [*cpu, "0006-cuda-driver-wrapper-on-first-use.patch"]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("a.patch eps=cudaa", "unknown EP cudaa"),
+        ("a.patch only=cuda", "'only=cuda' is not an option"),
+        ("a.patch eps=", "'eps=' is not an option"),
+    ],
+)
+def test_bad_series_options_are_refused(tmp_path: Path, line: str, message: str) -> None:
+    (tmp_path / "a.patch").write_text("Subject: x\n")
+    (tmp_path / "series").write_text(line + "\n")
+    with pytest.raises(PatchError, match=message) as err:
+        read_series(tmp_path)
+    assert err.value.where == f"{tmp_path / 'series'}:1"

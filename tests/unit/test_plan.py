@@ -14,7 +14,11 @@ from ortdist.toolchains import load_toolchain
 
 
 def plan_of(project: Path, recipe: Recipe, patches: tuple[Patch, ...] | None = None) -> BuildPlan:
-    series = read_series(project / "patches" / "1.21.0") if patches is None else patches
+    series = (
+        read_series(project / "patches" / "1.21.0", {"cpu", *recipe.execution_providers})
+        if patches is None
+        else patches
+    )
     return make_plan(recipe, load_toolchain(project, recipe.toolchain), series)
 
 

@@ -19,7 +19,11 @@ from ortdist.wheel.record import add_to_dist_info
 
 def dnnl_plan(project: Path) -> BuildPlan:
     recipe = load_recipe(project / "recipes" / "dnnl-linux.toml")
-    return make_plan(recipe, load_toolchain(project, recipe.toolchain), read_series(project / "patches" / "1.21.0"))
+    return make_plan(
+        recipe,
+        load_toolchain(project, recipe.toolchain),
+        read_series(project / "patches" / "1.21.0", {"cpu", *recipe.execution_providers}),
+    )
 
 
 def inputs(project: Path, **kw: object) -> sbom.SbomInputs:
@@ -61,7 +65,7 @@ def test_sbom_names_source_patches_packages_recipe_and_bundled_libraries(project
     assert source["hashes"] == [{"alg": "SHA-256", "content": "32df" * 16}]
     patch_urls = [p["diff"]["url"] for p in source["pedigree"]["patches"]]
     assert patch_urls[-1] == "patches/1.21.0/0005-python-binding-in-minimal-builds.patch"
-    series = read_series(project / "patches" / "1.21.0")
+    series = read_series(project / "patches" / "1.21.0", {"cpu"})
     for p in series:
         assert refs[f"patch:{p.name}"]["hashes"][0]["content"] == p.sha256
     assert refs["source:onnx"]["purl"] == "pkg:pypi/onnx@1.17.0"

@@ -17,7 +17,11 @@ from ortdist.wheel.repair import auditwheel_argv, wheel_tag
 @pytest.fixture
 def plan(project: Path) -> BuildPlan:
     recipe = load_recipe(project / "recipes" / "cpu-linux.toml")
-    return make_plan(recipe, load_toolchain(project, "debian-trixie"), read_series(project / "patches" / "1.21.0"))
+    return make_plan(
+        recipe,
+        load_toolchain(project, "debian-trixie"),
+        read_series(project / "patches" / "1.21.0", {"cpu", *recipe.execution_providers}),
+    )
 
 
 def test_wheel_tag() -> None:
