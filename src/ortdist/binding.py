@@ -30,6 +30,9 @@ class Headers:
 
     python: str
     numpy: str
+    # More directories the Python's headers include from (Debian's multiarch pyconfig.h lives in
+    # <prefix>/include/<triplet>/python3.X), searched after ``python``.
+    extra: tuple[str, ...] = ()
 
 
 def main_build_headers(cmake_cache: str) -> Headers:
@@ -83,7 +86,8 @@ def binding_ninja(ninja_commands: str, main: Headers, other: Headers, out_dir: s
                     f"a compile command of {TARGET} does not name {old}: cannot retarget it",
                     fix="report this: ORT's CMake passes the Python headers differently than expected",
                 )
-        argv = command.replace(main.python, other.python).replace(main.numpy, other.numpy)
+        python = other.python + "".join(f" -isystem {d}" for d in other.extra)
+        argv = command.replace(main.python, python).replace(main.numpy, other.numpy)
         argv = argv.replace(OBJECT_DIR, f"{out_dir}/{OBJECT_DIR}")
         tokens = shlex.split(argv)
         output, source = tokens[tokens.index("-o") + 1], tokens[tokens.index("-c") + 1]

@@ -428,7 +428,11 @@ class Builder:
                 binding.binding_ninja(
                     listed,
                     main,
-                    binding.Headers(python=layout["include"], numpy=layout["numpy_include"]),
+                    binding.Headers(
+                        python=layout["include"],
+                        numpy=layout["numpy_include"],
+                        extra=(layout["multiarch_include"],),
+                    ),
                     f"{IN_ROOT_WORK}/binding-{version}",
                     str(IN_ROOT_BUILD),
                 ),

@@ -96,7 +96,9 @@ def test_impossible_python_lists_are_refused(
 
 # --- the binding's build file ----------------------------------------------------------------------
 MAIN = binding.Headers(python="/usr/include/python3.13", numpy="/usr/lib/np/_core/include")
-OTHER = binding.Headers(python="/ortdist/python/3.11/usr/include/python3.11", numpy="/ortdist/python/3.11/np")
+OTHER = binding.Headers(
+    python="/ortdist/python/3.11/usr/include/python3.11", numpy="/ortdist/python/3.11/np", extra=("/o/usr/include",)
+)
 OBJ = "CMakeFiles/onnxruntime_pybind11_state.dir/ortdist/source/onnxruntime/python"
 PY_FLAGS = "-isystem /usr/include/python3.13 -isystem /usr/lib/np/_core/include"
 COMMANDS = "\n".join(
@@ -125,7 +127,7 @@ def test_the_binding_is_rebuilt_from_the_main_builds_own_commands() -> None:
         "/usr/lib/x86_64-linux-gnu/libflatbuffers.a",
     ]
     assert "python3.13" not in text and "/usr/lib/np/" not in text
-    assert text.count("-isystem /ortdist/python/3.11/usr/include/python3.11") == 2
+    assert text.count("-isystem /ortdist/python/3.11/usr/include/python3.11 -isystem /o/usr/include ") == 2
     assert "onnxruntime_common" not in text  # the core is not rebuilt
     assert "cmake -E copy" not in text  # nor are CMake's post-build copies repeated
     assert "$$ORIGIN" in text  # ninja's escape for the link's literal $ORIGIN
@@ -154,6 +156,7 @@ def test_paths_of_an_unpacked_python() -> None:
     assert python_layout("3.11") == {
         "executable": "/ortdist/python/3.11/usr/bin/python3.11",
         "include": "/ortdist/python/3.11/usr/include/python3.11",
+        "multiarch_include": "/ortdist/python/3.11/usr/include",
         "numpy_include": "/ortdist/python/3.11/site-packages/numpy/_core/include",
     }
     cmds = overlay_venv_commands("/ortdist/python/3.11/usr/bin/python3.11", "/v")

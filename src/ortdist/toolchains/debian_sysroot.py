@@ -474,6 +474,8 @@ def python_layout(version: str) -> dict[str, str]:
     return {
         "executable": f"{base}/usr/bin/python{version}",
         "include": f"{base}/usr/include/python{version}",
+        # Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h> from here.
+        "multiarch_include": f"{base}/usr/include",
         "numpy_include": f"{base}/site-packages/numpy/_core/include",
     }
 
