@@ -366,6 +366,18 @@ class Builder:
             )
         stamp.write_text(digest + "\n")
 
+    def _account_compile(self, seconds: float) -> float:
+        """Compile seconds spent on this build tree over every run since it was created: what the
+        artifacts cost to compile, which a resumed or cached run's own time does not show."""
+        ledger = self.build_dir / ".ortdist-compile-seconds"
+        try:
+            total = float(ledger.read_text(encoding="utf-8")) if ledger.is_file() else 0.0
+        except ValueError:
+            total = 0.0
+        total = round(total + seconds, 1)
+        ledger.write_text(f"{total}\n", encoding="utf-8")
+        return total
+
     def step_build(self) -> None:
         log_path = self.logs / "build.log"
         lines: list[str] = []
@@ -390,9 +402,11 @@ class Builder:
                 "exit $rc",
             ]
         )
+        started = time.monotonic()
         with log_path.open("w", encoding="utf-8") as log:
             code = run.stream(self.in_root(self.root, ["/bin/sh", "-c", script]), on_line=on_line, log=log)
             progress.close()
+        self.results["build_tree_compile_s"] = self._account_compile(time.monotonic() - started)
         stats = stats_file.read_text(encoding="utf-8", errors="replace") if stats_file.is_file() else ""
         self.results["compiler_cache"] = {"name": cc.name, **cc.parse_stats(stats)}
         if code != 0:
