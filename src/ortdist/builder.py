@@ -92,8 +92,8 @@ def reduce_kernels_argv(plan: BuildPlan, build_dir: str, config: str) -> list[st
         build_dir,
         *(["--is_extended_minimal_build_or_higher"] if plan.recipe.features.minimal_build != "plain" else []),
         *(["--enable_type_reduction"] if plan.recipe.reduce.types else []),
-        # The CUDA EP's kernel registrations are reduced too (its own registration table).
-        *(["--use_cuda"] if any(ep.name == "cuda" for ep in plan.providers) else []),
+        # EPs with registration tables of their own (CUDA) are reduced too.
+        *(ep.reduce_flag for ep in plan.providers if ep.reduce_flag),
         config,
     ]
 

@@ -17,7 +17,6 @@ from .fsutil import sha256_text
 from .patches import Patch
 from .paths import IN_ROOT_BUILD, IN_ROOT_DEPS, IN_ROOT_EP_WHEELS, IN_ROOT_SHIMS, IN_ROOT_SOURCE, IN_ROOT_WORK
 from .recipe import Recipe
-from .recipe.load import CUDA_EPS
 from .registry import ExecutionProvider, OrtVersion, Target
 from .toolchains.spec import ToolchainSpec
 
@@ -265,7 +264,7 @@ def make_plan(
             defines[key] = in_root(value)
         for language in ep.compile_languages:
             defines[f"CMAKE_{language}_COMPILER_LAUNCHER"] = compiler_cache.launcher
-    if CUDA_EPS & {ep.name for ep in providers}:
+    if registry.cuda_eps() & {ep.name for ep in providers}:
         defines.update(cuda_defines(recipe))
     defines.update(recipe.cmake_defines)
 

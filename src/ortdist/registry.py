@@ -53,6 +53,8 @@ class ExecutionProvider:
     # Where those wheels put the libraries, relative to site-packages: the provider library's
     # RUNPATH, so loading it finds them with nothing on LD_LIBRARY_PATH.
     pip_library_dirs: tuple[str, ...] = ()
+    # reduce_op_kernels.py's switch for this EP's own kernel registrations (reduced builds).
+    reduce_flag: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +167,7 @@ def parse_providers(data: dict[str, Any], known_targets: dict[str, Target]) -> d
             "compile_languages",
             "pip_extras",
             "pip_library_dirs",
+            "reduce_flag",
         }
         if extra:
             raise DataError(f"unknown key(s) {sorted(extra)}", where=where)
@@ -182,6 +185,7 @@ def parse_providers(data: dict[str, Any], known_targets: dict[str, Target]) -> d
             compile_languages=tuple(entry.get("compile_languages", ())),
             pip_extras={k: tuple(v) for k, v in entry.get("pip_extras", {}).items()},
             pip_library_dirs=tuple(entry.get("pip_library_dirs", ())),
+            reduce_flag=entry.get("reduce_flag", ""),
         )
         if out[name].pip_library_dirs and not out[name].provider_library:
             raise DataError("pip_library_dirs needs a provider_library to set the RUNPATH of", where=where)
@@ -196,6 +200,11 @@ def parse_providers(data: dict[str, Any], known_targets: dict[str, Target]) -> d
 @functools.cache
 def providers() -> dict[str, ExecutionProvider]:
     return parse_providers(_load("providers.toml"), targets())
+
+
+def cuda_eps() -> frozenset[str]:
+    """EPs whose kernels nvcc compiles: a recipe's [cuda] table applies to them."""
+    return frozenset(name for name, ep in providers().items() if "CUDA" in ep.compile_languages)
 
 
 @functools.cache

@@ -110,12 +110,12 @@ def load_recipe_text(text: str, origin: Path) -> Recipe:
         raise RecipeError(f"not valid TOML: {exc}", where=str(origin)) from exc
     recipe = _build(Recipe, data, str(origin))
     validate(recipe, origin)
-    if "cuda" in data and not CUDA_EPS & set(recipe.execution_providers):
+    if "cuda" in data and not registry.cuda_eps() & set(recipe.execution_providers):
         # Even a [cuda] table that states the defaults: it says the author expects CUDA kernels.
         raise RecipeError(
             "[cuda] is set but no execution provider compiles CUDA kernels",
             where=f"{origin} [cuda]",
-            fix=f"add one of {sorted(CUDA_EPS)} to execution_providers, or drop [cuda]",
+            fix=f"add one of {sorted(registry.cuda_eps())} to execution_providers, or drop [cuda]",
         )
     return recipe
 
@@ -245,8 +245,6 @@ CUDA_SWITCHES = frozenset(
 )
 # One CMake CUDA architecture: a number, an optional 'a'/'f' family suffix, optional -real/-virtual.
 _CUDA_ARCH = re.compile(r"^[1-9][0-9]{1,2}[af]?(-real|-virtual)?$")
-# EPs whose kernels nvcc compiles (the [cuda] table applies to them).
-CUDA_EPS = frozenset({"cuda", "tensorrt"})
 # CMake switches derived from [reduce] / [features]; a recipe may not set them in cmake_defines.
 FEATURE_SWITCHES = frozenset(
     {
@@ -266,7 +264,7 @@ REFERENCE_PREFIX = "reference:"
 def validate_cuda(recipe: Recipe, where: str) -> None:
     """[cuda] only with an EP nvcc compiles for, and architectures CMake understands, explicitly."""
     cuda = recipe.cuda
-    if not CUDA_EPS & set(recipe.execution_providers):
+    if not registry.cuda_eps() & set(recipe.execution_providers):
         return  # a [cuda] table there is refused by load_recipe_text, which sees the raw tables
     if not cuda.architectures:
         raise RecipeError(
