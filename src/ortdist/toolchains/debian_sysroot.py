@@ -306,11 +306,7 @@ class DebianSysroot:
             options = [
                 f"-oAPT::Architecture={arch}",
                 f"-oAPT::Architectures={arch}",
-                f"-oDir::State::status={apt_state}/status",
-                f"-oDir::State::Lists={apt_state}/lists",
-                f"-oDir::Cache={apt_state}/cache",
-                "-oDebug::NoLocking=1",
-                "-oAPT::Sandbox::User=root",
+                *private_apt_options(apt_state),
             ]
             script = " && ".join(
                 [
@@ -338,13 +334,7 @@ class DebianSysroot:
                 error=ToolchainError,
                 what=f"downloading the {arch} packages",
             )
-            versions: dict[str, str] = {}
-            for deb in sorted((state / "cache" / "archives").glob("*.deb")):
-                run.call(
-                    ["dpkg-deb", "-x", str(deb), str(tmp)], log=log, error=ToolchainError, what=f"unpacking {deb.name}"
-                )
-                name, version = deb.name.split("_")[:2]
-                versions[name] = version.replace("%3a", ":")
+            versions = unpack_debs(state / "cache" / "archives", tmp, log)
             relativize_symlinks(tmp)
             # Debian's merged /usr: /lib etc. are links a real root gets from debootstrap; the
             # program interpreter (/lib/ld-linux-*.so.1) is found through them.
@@ -390,11 +380,7 @@ class DebianSysroot:
             options = [
                 f"-oDir::Etc::SourceList={apt_state}/sources.list",
                 f"-oDir::Etc::SourceParts={apt_state}/parts",
-                f"-oDir::State::status={apt_state}/status",
-                f"-oDir::State::Lists={apt_state}/lists",
-                f"-oDir::Cache={apt_state}/cache",
-                "-oDebug::NoLocking=1",
-                "-oAPT::Sandbox::User=root",
+                *private_apt_options(apt_state),
             ]
             script = " && ".join(
                 [
@@ -409,13 +395,7 @@ class DebianSysroot:
                 error=ToolchainError,
                 what=f"downloading CPython {version} from Debian {facts['suite']}",
             )
-            versions: dict[str, str] = {}
-            for deb in sorted((state / "debs").glob("*.deb")):
-                run.call(
-                    ["dpkg-deb", "-x", str(deb), str(tmp)], log=log, error=ToolchainError, what=f"unpacking {deb.name}"
-                )
-                name, deb_version = deb.name.split("_")[:2]
-                versions[name] = deb_version.replace("%3a", ":")
+            versions = unpack_debs(state / "debs", tmp, log)
             missing = sorted(set(facts["packages"]) - set(versions))
             if missing:
                 raise ToolchainError(
@@ -478,6 +458,28 @@ def python_layout(version: str) -> dict[str, str]:
         "multiarch_include": f"{base}/usr/include",
         "numpy_include": f"{base}/site-packages/numpy/_core/include",
     }
+
+
+def private_apt_options(apt_state: Path) -> list[str]:
+    """apt options for a package database of its own under ``apt_state`` (inside the root), so
+    downloads for another architecture or suite never touch the root's own apt state."""
+    return [
+        f"-oDir::State::status={apt_state}/status",
+        f"-oDir::State::Lists={apt_state}/lists",
+        f"-oDir::Cache={apt_state}/cache",
+        "-oDebug::NoLocking=1",
+        "-oAPT::Sandbox::User=root",
+    ]
+
+
+def unpack_debs(debs: Path, dest: Path, log: TextIO) -> dict[str, str]:
+    """Unpack every .deb in ``debs`` into ``dest`` (files only, no maintainer scripts); package -> version."""
+    versions: dict[str, str] = {}
+    for deb in sorted(debs.glob("*.deb")):
+        run.call(["dpkg-deb", "-x", str(deb), str(dest)], log=log, error=ToolchainError, what=f"unpacking {deb.name}")
+        name, version = deb.name.split("_")[:2]
+        versions[name] = version.replace("%3a", ":")
+    return versions
 
 
 def relativize_symlinks(root: Path) -> int:
