@@ -9,41 +9,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import __version__, registry, sources
-from .builder import Builder, build_lock
-from .compiler_cache import CACHES, compiler_cache
+from . import __version__, pipeline, registry, sources
+from .compiler_cache import CACHES
 from .errors import OrtdistError, PatchError
 from .fsutil import atomic_copy, atomic_write_text
-from .patches import Patch, apply_series, read_series
+from .log import NORMAL, QUIET, VERBOSE, log
+from .patches import apply_series, read_series
 from .paths import Cache, project_root
-from .plan import BuildPlan, make_plan
+from .pipeline.state import Published
 from .progress import format_duration
-from .recipe import Recipe, load_recipe
+from .project import plan_for
 from .recipe.schema import recipe_schema_text
 from .toolchains import Toolchain, load_toolchain, make_toolchain
 from .toolchains.debian_sysroot import require_host_tools
 
 SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
-
-
-def resolve_recipe_path(arg: str, project: Path) -> Path:
-    path = Path(arg)
-    if not path.suffix and not path.exists():
-        path = project / "recipes" / f"{arg}.toml"
-    return path
-
-
-def load_patches(recipe: Recipe, project: Path) -> tuple[Patch, ...]:
-    if recipe.patch_series == "none":
-        return ()
-    return read_series(project / "patches" / recipe.patch_series, {"cpu", *recipe.execution_providers})
-
-
-def plan_for(recipe_arg: str, project: Path, cache_name: str | None = None) -> tuple[BuildPlan, Path]:
-    path = resolve_recipe_path(recipe_arg, project)
-    recipe = load_recipe(path)
-    toolchain = load_toolchain(project, recipe.toolchain)
-    return make_plan(recipe, toolchain, load_patches(recipe, project), compiler_cache(cache_name)), path
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -53,18 +33,12 @@ def cmd_build(args: argparse.Namespace) -> int:
     toolchain = make_toolchain(plan.toolchain)
     if plan.toolchain.plan_only:  # refuse before anything is written to dist/
         toolchain.ensure_build_root(Cache.default(), sys.stderr)
-    builder = Builder(
-        plan=plan,
-        toolchain=toolchain,
-        cache=Cache.default(),
-        dist=dist,
-        recipe_path=path,
-        jobs=args.jobs or os.cpu_count() or 2,
-        fresh=args.fresh,
-    )
-    results = builder.run()
-    print(f"\nortdist: built {plan.recipe.name} in {format_duration(builder.timings['total'])}")
-    for art in results.get("artifacts", []):
+    jobs = args.jobs or os.cpu_count() or 2
+    ctx = pipeline.make_context(plan, toolchain, Cache.default(), dist, path, jobs, fresh=args.fresh)
+    state = pipeline.build(ctx)
+    print(f"\nortdist: built {plan.recipe.name} in {format_duration(state.timings['total'])}")
+    published = state.find(Published)
+    for art in published.entries if published else ():
         tag = f"  [{art['tag']}]" if "tag" in art else ""
         print(f"  {dist / art['path']}  {art['size'] / 1e6:.1f} MB{tag}")
     print(f"  manifest: {dist / 'manifest.json'}")
@@ -175,7 +149,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     cache = Cache.default()
     toolchain = make_toolchain(load_toolchain(project, args.toolchain))
     wheels = [Path(w) for w in args.wheels]
-    with build_lock(cache):  # shares the cache (clean root, wheelhouse) with builds
+    with pipeline.build_lock(cache, "the smoke suite"):  # shares the cache (clean root, wheelhouse) with builds
         return _smoke(args, project, cache, toolchain, wheels)
 
 
@@ -249,10 +223,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     dist = Path(args.dist) if args.dist else project_root() / "dist"
     out = write_report(dist, Path(args.out) if args.out else dist / "report.html")
-    print(f"ortdist: wrote {out}")
+    log.info(f"wrote {out}")
     if args.screenshot:
         chromium_render(out, Path(args.screenshot))
-        print(f"ortdist: screenshot {args.screenshot}")
+        log.info(f"screenshot {args.screenshot}")
     return 0
 
 
@@ -276,10 +250,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     version = args.ort_version
     with tempfile.TemporaryDirectory(prefix="ortdist-analyze-") as tmp:
         if onnx_models and args.optimization_level == "none":
-            print(
-                "ortdist: warning: analysing ONNX models as written; operators ORT's graph optimizers insert "
-                "at run time are NOT included (use --optimization-level)",
-                file=sys.stderr,
+            log.warning(
+                "analysing ONNX models as written; operators ORT's graph optimizers insert "
+                "at run time are NOT included (use --optimization-level)"
             )
             inputs += onnx_models
         elif onnx_models:
@@ -300,10 +273,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                     sorted(staged.iterdir()), ort_dir, level=args.optimization_level, target_arch=args.target_arch
                 )
             else:
-                print(
-                    f"ortdist: converting with onnxruntime=={version} in the toolchain's clean root "
-                    f"(this interpreter has {host or 'no onnxruntime'})",
-                    file=sys.stderr,
+                log.info(
+                    f"converting with onnxruntime=={version} in the toolchain's clean root "
+                    f"(this interpreter has {host or 'no onnxruntime'})"
                 )
                 toolchain = make_toolchain(load_toolchain(project_root(), args.toolchain))
                 converted = models.convert_to_ort_format(
@@ -330,7 +302,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     else:
         atomic_write_text(Path(args.output), text)
         ops = len(config.op_names())
-        print(f"ortdist: wrote {args.output}: {ops} operators" + (" with types" if args.types else ""), file=sys.stderr)
+        log.info(f"wrote {args.output}: {ops} operators" + (" with types" if args.types else ""))
     return 0
 
 
@@ -343,6 +315,9 @@ def cmd_providers(_args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ortdist", description=__doc__)
     p.add_argument("--version", action="version", version=f"ortdist {__version__}")
+    noise = p.add_mutually_exclusive_group()
+    noise.add_argument("-v", "--verbose", action="store_true", help="also print details (each step's inputs)")
+    noise.add_argument("-q", "--quiet", action="store_true", help="only warnings, errors and results")
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", help="build a recipe into dist/<recipe>/")
@@ -445,14 +420,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    log.configure(verbosity=VERBOSE if args.verbose else QUIET if args.quiet else NORMAL)
     try:
         code: int = args.func(args)
         return code
     except OrtdistError as exc:
-        print(f"ortdist: error: {exc}", file=sys.stderr)
+        log.error(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
-        print("\nortdist: interrupted; rerun the same command to resume", file=sys.stderr)
+        log.error("interrupted; rerun the same command to resume")
         return 130
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import os
 import shutil
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,3 +128,22 @@ def sync_tree(src: Path, dest: Path) -> int:
             if path.is_file() and path.relative_to(dest) not in wanted:
                 path.unlink()
     return written
+
+
+def deterministic_tarball(tree: Path, archive: Path, top: str, mtime: int) -> None:
+    """A .tar.gz whose bytes depend only on the files: sorted, fixed owner, fixed times."""
+    with (
+        atomic_file(archive) as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for path in sorted(tree.rglob("*")):
+            info = tar.gettarinfo(str(path), arcname=f"{top}/{path.relative_to(tree)}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = mtime
+            if info.isfile():
+                with path.open("rb") as fh:
+                    tar.addfile(info, fh)
+            else:
+                tar.addfile(info)

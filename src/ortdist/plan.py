@@ -277,7 +277,7 @@ def make_plan(
     if recipe.linkage in ("shared", "both"):
         steps.append("install")
     if recipe.linkage in ("static", "both"):
-        steps.append("bundle")
+        steps += ["bundle", "c_smoke"]
     if recipe.wheel.enabled:
         steps += ["wheel", "repair", "check"]
     steps += ["size", "publish"]

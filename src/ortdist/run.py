@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .errors import OrtdistError
+from .log import log as status
 
 Command = Sequence[str | os.PathLike[str]]
 
@@ -60,7 +61,7 @@ def call(
     """Run ``cmd`` to completion with its output going to ``log`` (or our stdout)."""
     line = format_command(cmd, env)
     if echo:
-        print(line, file=sys.stderr, flush=True)
+        status.command(line)
     out: TextIO = log if log is not None else sys.stdout
     if log is not None:
         log.write(format_command(cmd, env, full=True) + "\n")
@@ -120,7 +121,7 @@ def stream(
     Returns the exit code; the caller decides what a failure means (it has the context to
     explain it, e.g. the failing ninja edge).
     """
-    print(format_command(cmd, env), file=sys.stderr, flush=True)
+    status.command(format_command(cmd, env))
     log.write(format_command(cmd, env, full=True) + "\n")
     log.flush()
     with subprocess.Popen(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import tarfile
 import tempfile
 import urllib.error
@@ -22,6 +21,7 @@ from pathlib import Path
 from . import run
 from .errors import SourceError
 from .fsutil import sha256_file, temp_sibling_dir
+from .log import log
 from .registry import DebianSource, SdistDependency
 
 DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -106,7 +106,7 @@ def fetch(pin: Pinned, downloads: Path) -> Path:
     fd, part_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=downloads)
     os.close(fd)
     part = Path(part_name)
-    print(f"ortdist: fetching {pin.url}", file=sys.stderr)
+    log.info(f"fetching {pin.url}")
     try:
         with urllib.request.urlopen(pin.url, timeout=120) as resp, part.open("wb") as out:
             shutil.copyfileobj(resp, out, 1 << 20)

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from ortdist import ci, registry
-from ortdist.cli import main, plan_for
+from ortdist.cli import main
 from ortdist.errors import DataError, RecipeError, ToolchainError
 from ortdist.patches import read_series
 from ortdist.paths import Cache
 from ortdist.plan import BuildPlan, make_plan
+from ortdist.project import plan_for
 from ortdist.recipe import Recipe
 from ortdist.toolchains import load_toolchain, make_toolchain
 from ortdist.toolchains.spec import ToolchainSpec

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from ortdist.builder import reduce_kernels_argv
-from ortdist.cli import plan_for
 from ortdist.errors import RecipeError
 from ortdist.paths import Cache
+from ortdist.pipeline.steps.configure import reduce_kernels_argv
 from ortdist.plan import make_plan
+from ortdist.project import plan_for
 from ortdist.recipe import Recipe
 from ortdist.smoke.suite import device_probes, judge, judge_case, node_test_outcomes
 from ortdist.smoke.wheelinfo import read_wheel
@@ -199,7 +199,7 @@ def test_cuda_linux_plan(project: Path) -> None:
 
 
 def test_multi_arch_and_attention_kernels(project: Path, recipe_from: Callable[..., Recipe]) -> None:
-    from ortdist.cli import load_patches
+    from ortdist.project import load_patches
 
     recipe = recipe_from(CUDA_RECIPE + '[cuda]\narchitectures = ["80", "90"]\nattention_kernels = true\n')
     plan = make_plan(recipe, load_toolchain(project, "cuda12"), load_patches(recipe, project))
@@ -213,7 +213,7 @@ def test_cpu_plans_carry_no_cuda_defines(project: Path) -> None:
 
 
 def test_the_cpu_toolchain_cannot_build_cuda(project: Path, recipe_from: Callable[..., Recipe]) -> None:
-    from ortdist.cli import load_patches
+    from ortdist.project import load_patches
 
     recipe = recipe_from('execution_providers = ["cuda"]\n')
     with pytest.raises(RecipeError, match="has no libraries for execution provider\\(s\\) cuda"):
@@ -221,7 +221,7 @@ def test_the_cpu_toolchain_cannot_build_cuda(project: Path, recipe_from: Callabl
 
 
 def test_reduced_cuda_builds_reduce_the_cuda_kernels(project: Path, recipe_from: Callable[..., Recipe]) -> None:
-    from ortdist.cli import load_patches
+    from ortdist.project import load_patches
 
     recipe = recipe_from(CUDA_RECIPE + '[reduce]\nmodels = ["reference:cnn"]\n')
     plan = make_plan(recipe, load_toolchain(project, "cuda12"), load_patches(recipe, project))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ortdist
-from ortdist.builder import verify_check_result
+from ortdist.checks.clean_root import verify_check_result
 from ortdist.checks.model import write_check_files
 from ortdist.smoke.proof import node_placement, share_on
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ortdist.builder import deterministic_tarball, verify_check_result
+from ortdist.checks.clean_root import verify_check_result
+from ortdist.fsutil import deterministic_tarball
 from ortdist.manifest import Artifact, publish, read_manifest
 
 
@@ -100,7 +101,7 @@ def test_check_result_names_what_is_wrong() -> None:
 
 
 def test_stale_temps_of_a_killed_run_are_swept(tmp_path: Path) -> None:
-    from ortdist.builder import remove_stale_temps
+    from ortdist.pipeline.driver import remove_stale_temps
 
     (tmp_path / ".onnxruntime-1.21.0.whl.abc123.part").write_bytes(b"half")
     (tmp_path / ".src-1.tmp-xyz").mkdir()

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from ortdist import binding
-from ortdist.cli import load_patches, plan_for
 from ortdist.errors import BuildError, PackageError, RecipeError
 from ortdist.paths import Cache
 from ortdist.plan import make_plan
+from ortdist.project import load_patches, plan_for
 from ortdist.recipe import Recipe
 from ortdist.smoke.env import overlay_venv_commands
 from ortdist.toolchains import load_toolchain

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from ortdist import bundle, size
-from ortdist.cli import main, plan_for
+from ortdist.cli import main
 from ortdist.errors import BuildError, RecipeError, ToolchainError
 from ortdist.paths import Cache
+from ortdist.project import plan_for
 from ortdist.recipe import Recipe
 from ortdist.toolchains import make_toolchain
 
@@ -58,7 +59,7 @@ def test_android_plan_is_exact(project: Path) -> None:
         "-Donnxruntime_USE_XNNPACK=ON",
         "-Donnxruntime_USE_NNAPI_BUILTIN=ON",
     ]
-    assert plan.steps == ("toolchain", "source", "models", "configure", "build", "bundle", "size", "publish")
+    assert plan.steps == ("toolchain", "source", "models", "configure", "build", "bundle", "c_smoke", "size", "publish")
     assert plan.toolchain.plan_only and not plan.builds_wheel
 
 
@@ -72,7 +73,7 @@ def test_ios_plan_is_exact(project: Path) -> None:
         "-DCMAKE_OSX_DEPLOYMENT_TARGET=15.1",
         "-Donnxruntime_USE_COREML=ON",
     ]
-    assert plan.steps == ("toolchain", "source", "models", "configure", "build", "bundle", "size", "publish")
+    assert plan.steps == ("toolchain", "source", "models", "configure", "build", "bundle", "c_smoke", "size", "publish")
 
 
 @pytest.mark.parametrize(("recipe", "needs"), [("android-arm64", "ANDROID_NDK_HOME"), ("ios-arm64", "Xcode")])
@@ -101,6 +102,7 @@ def test_slim_linux_plan(project: Path) -> None:
         "build",
         "install",
         "bundle",
+        "c_smoke",
         "wheel",
         "repair",
         "check",

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import run
-from ..builder import Builder
-from ..cli import plan_for
 from ..errors import BuildError, CheckError
 from ..fsutil import atomic_write_text, remove_tree
+from ..log import log
 from ..paths import IN_ROOT, IN_ROOT_BUILD, IN_ROOT_SOURCE, IN_ROOT_WORK, Cache
+from ..pipeline import Layout, Roots
+from ..project import plan_for
 from ..toolchains import Bind, Toolchain, make_toolchain
 from ..toolchains.debian_sysroot import pip_download_argv
 from .buildpy import buildpy_argv
@@ -61,14 +62,7 @@ class Bench:
         self.work = self.cache.root / "bench"
         self.last_steps: dict[str, float] = {}
         # The same layout (source, deps, shims, compiler cache) a real build of the recipe uses.
-        self.builder = Builder(
-            plan=self.plan,
-            toolchain=self.toolchain,
-            cache=self.cache,
-            dist=self.work / "ours-dist" / self.recipe,
-            recipe_path=self.recipe_path,
-            jobs=self.jobs,
-        )
+        self.layout = Layout.for_plan(self.plan, self.cache, self.work / "ours-dist" / self.recipe)
         self.restore_one_file()  # a killed earlier run may have left its change in the source
 
     # --- bookkeeping ---------------------------------------------------------------------------
@@ -78,8 +72,8 @@ class Bench:
         atomic_write_text(self.out / "results.md", markdown(self.results))
 
     def step(self, name: str, measure: Callable[[], dict[str, Any]]) -> None:
-        print(f"ortdist bench: == {name} ==", file=sys.stderr, flush=True)
-        self.results[name] = measure()
+        with log.step(f"bench {name}"):
+            self.results[name] = measure()
         self.save()
 
     # --- builds --------------------------------------------------------------------------------
@@ -114,7 +108,7 @@ class Bench:
         # Our build's binds, with build.py's own tree and a compiler cache of its own.
         binds = [
             Bind(cold_cache, cache_dir) if b.inside == cache_dir else b
-            for b in self.builder.binds()
+            for b in self.layout.binds(Roots(build=root))
             if b.inside not in (IN_ROOT_BUILD, IN_ROOT_WORK)
         ]
         binds.append(Bind(self.work / "buildpy", IN_ROOT_BENCH))
@@ -136,7 +130,7 @@ class Bench:
     def touch_one_file(self) -> Callable[[], None]:
         """Change one source file by a comment line; returns the undo. The original is saved
         first, so a run killed before the undo is repaired by the next one (restore_one_file)."""
-        src = self.builder.source_dir / ONE_FILE
+        src = self.layout.source.host / ONE_FILE
         saved = self.work / "one-file.orig"
         original = src.read_bytes()
         saved.write_bytes(original)
@@ -146,7 +140,7 @@ class Bench:
     def restore_one_file(self) -> None:
         saved = self.work / "one-file.orig"
         if saved.is_file():
-            (self.builder.source_dir / ONE_FILE).write_bytes(saved.read_bytes())
+            (self.layout.source.host / ONE_FILE).write_bytes(saved.read_bytes())
             saved.unlink()
 
     def measure_build(self) -> dict[str, Any]:

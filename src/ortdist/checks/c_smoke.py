@@ -1,5 +1,6 @@
 """The C smoke program's cases: which models it runs against the static archive, with which
-inputs, and how its outputs compare with the reference outputs."""
+inputs, and how its outputs compare with the reference outputs (pure but for file writes; the
+c_smoke step compiles and runs the program)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,13 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from .. import run
 from ..errors import CheckError
-from ..fsutil import remove_tree
 from ..paths import IN_ROOT
-
-if TYPE_CHECKING:
-    from ..builder import Builder
+from ..plan import BuildPlan
 
 # What a binary linked against the static archive may still need: the C runtime only.
 C_RUNTIME_SONAMES = ("libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "ld-linux")
@@ -61,17 +58,17 @@ def _zero_inputs(onnx_model: Path) -> list[np.ndarray[Any, Any]]:
     return out
 
 
-def c_smoke_cases(builder: Builder, smoke: Path) -> list[CSmokeCase]:
+def c_smoke_cases(plan: BuildPlan, models_dir: Path, smoke: Path) -> list[CSmokeCase]:
     """Reduced builds run their ORT-format models; full builds run the MobileNet-like reference model."""
     from ..smoke.models import BUILDERS, tolerances
 
-    ort_dir = builder.models_dir / "ort"
+    ort_dir = models_dir / "ort"
     cases = []
-    if builder.plan.reduced and not ort_dir.is_dir():
+    if plan.reduced and not ort_dir.is_dir():
         return []  # cut from a config alone: no model it is known to run (the link check still runs)
-    if builder.plan.reduced:
+    if plan.reduced:
         for model in sorted(ort_dir.glob("*.ort")):
-            if model.stem in BUILDERS and f"reference:{model.stem}" in builder.plan.recipe.reduce.models:
+            if model.stem in BUILDERS and f"reference:{model.stem}" in plan.recipe.reduce.models:
                 ref = BUILDERS[model.stem]()
                 tol = tolerances()[model.stem]
                 cases.append(
@@ -81,9 +78,7 @@ def c_smoke_cases(builder: Builder, smoke: Path) -> list[CSmokeCase]:
                 )
             else:
                 cases.append(
-                    CSmokeCase(
-                        model.stem, model, _zero_inputs(builder.models_dir / "onnx" / f"{model.stem}.onnx"), None
-                    )
+                    CSmokeCase(model.stem, model, _zero_inputs(models_dir / "onnx" / f"{model.stem}.onnx"), None)
                 )
     else:
         ref = BUILDERS["cnn"]()
@@ -96,50 +91,35 @@ def c_smoke_cases(builder: Builder, smoke: Path) -> list[CSmokeCase]:
     return cases
 
 
-def run_c_smoke_cases(builder: Builder, smoke: Path, cases: list[CSmokeCase]) -> list[dict[str, Any]]:
-    """Run each case with the program (in the clean root, or under the target's emulator) and compare."""
-    results = []
-    for case in cases:
-        here = smoke / "cases" / case.name
-        remove_tree(here)
-        here.mkdir(parents=True)
-        shutil.copyfile(case.model, here / case.model.name)
-        for i, array in enumerate(case.inputs):
-            (here / f"in_{i}.bin").write_bytes(np.ascontiguousarray(array, dtype=np.float32).tobytes())
-        argv = [
-            f"{IN_ROOT_C_SMOKE}/ort_smoke",
-            f"{IN_ROOT_C_SMOKE}/cases/{case.name}/{case.model.name}",
-            f"{IN_ROOT_C_SMOKE}/cases/{case.name}",
-        ]
-        with builder._log(f"c-smoke-{case.name}") as log:
-            result = run.capture(builder.target_command(smoke, argv, log), check=False)
-            log.write(result.stdout + result.stderr)
-        if result.returncode != 0:
+def write_case_inputs(case: CSmokeCase, here: Path) -> None:
+    """The case directory the program reads: the model and one raw float32 file per input."""
+    here.mkdir(parents=True)
+    shutil.copyfile(case.model, here / case.model.name)
+    for i, array in enumerate(case.inputs):
+        (here / f"in_{i}.bin").write_bytes(np.ascontiguousarray(array, dtype=np.float32).tobytes())
+
+
+def compare_case_outputs(case: CSmokeCase, here: Path) -> dict[str, Any]:
+    """The program's outputs (out_<i>.bin) against the reference; a mismatch is a CheckError."""
+    outcome: dict[str, Any] = {"model": case.model.name, "ran": True}
+    if case.expected is None:
+        return outcome
+    worst = 0.0
+    for i, expected in enumerate(case.expected):
+        got = np.frombuffer((here / f"out_{i}.bin").read_bytes(), dtype=np.float32)
+        want = np.asarray(expected, dtype=np.float32).ravel()
+        if got.shape != want.shape:
             raise CheckError(
-                f"the C smoke program failed on {case.model.name} (exit {result.returncode}):\n    "
-                + (result.stderr.strip() or result.stdout.strip()).replace("\n", "\n    "),
+                f"output {i} of {case.model.name} has {got.size} values, expected {want.size}",
                 where=str(case.model),
-                fix=f"see {builder.logs / f'c-smoke-{case.name}.log'}",
             )
-        outcome: dict[str, Any] = {"model": case.model.name, "ran": True}
-        if case.expected is not None:
-            worst = 0.0
-            for i, expected in enumerate(case.expected):
-                got = np.frombuffer((here / f"out_{i}.bin").read_bytes(), dtype=np.float32)
-                want = np.asarray(expected, dtype=np.float32).ravel()
-                if got.shape != want.shape:
-                    raise CheckError(
-                        f"output {i} of {case.model.name} has {got.size} values, expected {want.size}",
-                        where=str(case.model),
-                    )
-                err = np.abs(got - want)
-                worst = max(worst, float(err.max(initial=0.0)))
-                if np.any(err > case.atol + case.rtol * np.abs(want)):
-                    raise CheckError(
-                        f"output {i} of {case.model.name} differs from the reference: max abs error {worst:.3g}",
-                        where=str(case.model),
-                        fix="the static archive computes wrong results; compare with the shared library",
-                    )
-            outcome["max_abs_err"] = worst
-        results.append(outcome)
-    return results
+        err = np.abs(got - want)
+        worst = max(worst, float(err.max(initial=0.0)))
+        if np.any(err > case.atol + case.rtol * np.abs(want)):
+            raise CheckError(
+                f"output {i} of {case.model.name} differs from the reference: max abs error {worst:.3g}",
+                where=str(case.model),
+                fix="the static archive computes wrong results; compare with the shared library",
+            )
+    outcome["max_abs_err"] = worst
+    return outcome

@@ -4,13 +4,13 @@ model.onnx + data.npz so the runner needs only numpy and onnxruntime."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..fsutil import temp_sibling_dir
+from ..log import log
 
 NUMPY_KINDS = set("biufc")  # bool, int, uint, float, complex: what np.savez stores portably
 
@@ -41,7 +41,7 @@ def convert(dest: Path) -> dict[str, str]:
     from onnx.backend.test.loader import load_model_tests
 
     skipped: dict[str, str] = {}
-    print("ortdist: converting ONNX's backend node tests for the smoke runner (once)", file=sys.stderr)
+    log.info("converting ONNX's backend node tests for the smoke runner (once)")
     with temp_sibling_dir(dest) as tmp:
         out = tmp / "tests"
         for case in load_model_tests(kind="node"):

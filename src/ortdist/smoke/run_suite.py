@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -12,6 +11,7 @@ from typing import Any, TextIO
 from .. import registry
 from ..errors import CheckError
 from ..fsutil import remove_tree
+from ..log import log
 from ..paths import Cache
 from ..toolchains import Toolchain
 from . import env, node_tests
@@ -145,7 +145,7 @@ def smoke_wheel(
         env.host_python(info.python),
         emulated,
     )
-    print(f"ortdist: smoke {wheel.name}: {choice.reason}", file=sys.stderr)
+    log.info(f"smoke {wheel.name}: {choice.reason}")
     workdir = cache.root / "smoke" / "runs" / wheel.stem
     remove_tree(workdir)
     workdir.mkdir(parents=True)
@@ -175,8 +175,8 @@ def smoke_wheel(
     shutil.copyfile(package / "runner.py", workdir / "runner.py")
     shutil.copyfile(package / "proof.py", workdir / "proof.py")
     out_dir.mkdir(parents=True, exist_ok=True)
-    with (out_dir / f"{wheel.stem}.log").open("w", encoding="utf-8") as log:
-        code = env.run_in_env(choice, info, workdir, cache, toolchain, log)
+    with (out_dir / f"{wheel.stem}.log").open("w", encoding="utf-8") as run_log:
+        code = env.run_in_env(choice, info, workdir, cache, toolchain, run_log)
     result_file = workdir / "result.json"
     result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {}
     if "import_error" in result or not result_file.is_file():

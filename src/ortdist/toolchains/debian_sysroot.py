@@ -20,6 +20,7 @@ from typing import TextIO
 from .. import run
 from ..errors import ToolchainError
 from ..fsutil import remove_tree, sha256_file, sha256_text, temp_sibling_dir
+from ..log import log as status
 from ..paths import IN_ROOT_EP_WHEELS, IN_ROOT_PYTHONS, IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
 from . import Bind
 from .spec import ToolchainSpec
@@ -187,10 +188,9 @@ class DebianSysroot:
             return final
         require_root()
         require_host_tools("debootstrap", "unshare", "chroot")
-        print(
-            f"ortdist: creating root {final.name} (debootstrap {self.spec.suite}, {len(packages)} packages; "
-            "once per content digest)",
-            file=sys.stderr,
+        status.info(
+            f"creating root {final.name} (debootstrap {self.spec.suite}, {len(packages)} packages; "
+            "once per content digest)"
         )
         with temp_sibling_dir(final) as tmp:
             self._bootstrap(tmp, packages, log)
@@ -292,10 +292,7 @@ class DebianSysroot:
         cross = self.spec.cross[triple]
         arch = cross["dpkg_arch"]
         packages = cross["clean_packages"] if clean else cross["packages"]
-        print(
-            f"ortdist: creating target sysroot {final.name} ({arch}, {len(packages)} packages)",
-            file=sys.stderr,
-        )
+        status.info(f"creating target sysroot {final.name} ({arch}, {len(packages)} packages)")
         with temp_sibling_dir(final) as tmp:
             state = tmp.parent / f".{final.name}.apt-state"
             remove_tree(state)
@@ -368,7 +365,7 @@ class DebianSysroot:
         if (final / STAMP).is_file():
             return final
         facts = self.spec.extra_python[version]
-        print(f"ortdist: unpacking CPython {version} from Debian {facts['suite']} into {final.name}", file=sys.stderr)
+        status.info(f"unpacking CPython {version} from Debian {facts['suite']} into {final.name}")
         with temp_sibling_dir(final) as tmp:
             state = tmp.parent / f".{final.name}.apt-state"
             remove_tree(state)

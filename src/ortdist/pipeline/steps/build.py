@@ -1,0 +1,70 @@
+"""The compile: ninja in the build root through the compiler cache, with a progress bar."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+from ...errors import BuildError
+from ...progress import NinjaProgress, failure_excerpt
+from ..context import BuildContext
+from ..state import BuildState, Compiled
+
+
+def account_compile(build_dir: Path, seconds: float) -> float:
+    """Compile seconds spent on this build tree over every run since it was created: what the
+    artifacts cost to compile, which a resumed or cached run's own time does not show."""
+    ledger = build_dir / ".ortdist-compile-seconds"
+    try:
+        total = float(ledger.read_text(encoding="utf-8")) if ledger.is_file() else 0.0
+    except ValueError:
+        total = 0.0
+    total = round(total + seconds, 1)
+    ledger.write_text(f"{total}\n", encoding="utf-8")
+    return total
+
+
+def run(ctx: BuildContext, state: BuildState) -> Compiled:
+    lines: list[str] = []
+    progress = NinjaProgress()
+
+    def on_line(line: str) -> None:
+        lines.append(line)
+        progress.feed(line)
+
+    cc = ctx.plan.compiler_cache
+    stats = ctx.layout.work / "compiler-cache-stats.txt"
+    stats.host.unlink(missing_ok=True)
+    # One shell in one mount namespace: a cache server (sccache) started by the first command
+    # serves the build and is stopped before the namespace, and its bind mounts, go away.
+    script = "; ".join(
+        [
+            f"{shlex.join(cc.zero_stats)} >/dev/null 2>&1",
+            shlex.join(ctx.plan.build_argv(ctx.jobs)),
+            "rc=$?",
+            f"{shlex.join(cc.show_stats)} > {stats.inside} 2>&1",
+            *([f"{shlex.join(cc.stop)} >/dev/null 2>&1"] if cc.stop else []),
+            "exit $rc",
+        ]
+    )
+    started = time.monotonic()
+    with ctx.open_log("build") as out:
+        code = ctx.runner.stream(ctx.in_root(state.roots, ["/bin/sh", "-c", script]), on_line=on_line, log=out)
+        progress.close()
+    tree_compile_s = account_compile(ctx.layout.build.host, time.monotonic() - started)
+    text = stats.host.read_text(encoding="utf-8", errors="replace") if stats.host.is_file() else ""
+    if code != 0:
+        excerpt = failure_excerpt(lines)
+        detail = (
+            f"failed target: {excerpt.target}\n    command: {excerpt.command}\n"
+            + "\n".join(f"    {e}" for e in excerpt.errors)
+            if excerpt
+            else "\n".join(f"    {line}" for line in lines[-15:])
+        )
+        raise BuildError(
+            f"the build failed (exit {code}):\n    {detail}",
+            where=f"recipe {ctx.plan.recipe.name}",
+            fix=f"full log: {ctx.log_path('build')}; rerun the same command to resume after fixing",
+        )
+    return Compiled(tree_compile_s=tree_compile_s, compiler_cache={"name": cc.name, **cc.parse_stats(text)})

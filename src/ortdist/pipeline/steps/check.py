@@ -1,0 +1,116 @@
+"""The clean-root check: each wheel installed into a fresh venv in a root with nothing but its
+CPython (a cross target's under the emulator) runs a model; outputs compared with onnx.reference."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from ...checks.clean_root import verify_check_result, write_check_case
+from ...errors import CheckError
+from ...fsutil import remove_tree
+from ...log import log
+from ...paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE
+from ...smoke.env import overlay_venv_commands, venv_commands
+from ...toolchains import Bind
+from ...toolchains.debian_sysroot import in_root_python, pip_download_argv, python_layout
+from ..context import BuildContext
+from ..runner import Command
+from ..state import BuildState, Checks, PerPython, Repaired
+from .wheel import suffix
+
+PACKAGE = Path(__file__).resolve().parents[2]
+
+
+def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) -> dict[str, Any]:
+    """The probe's result for one wheel; a failure is a CheckError naming each problem."""
+    plan, sfx = ctx.plan, suffix(ctx, python)
+    check = ctx.layout.work.host / f"check{sfx}"
+    remove_tree(check)
+    model_file, tolerance = write_check_case(plan, ctx.layout.models.host, check)
+    shutil.copyfile(PACKAGE / "checks" / "probe.py", check / "probe.py")
+    shutil.copyfile(PACKAGE / "smoke" / "proof.py", check / "proof.py")
+    arch = plan.target.arch
+    house = ctx.cache.wheelhouse(python, arch)
+    ctx.runner.capture(
+        Command(tuple(pip_download_argv(house, python, list(plan.version.python_requires), arch))),
+        error=CheckError,
+        what="downloading the wheel's runtime dependencies",
+    )
+    cross = ctx.cross
+    with ctx.open_log(f"check{sfx}") as out:
+        venv = ctx.layout.recipe_work / "check-venv"
+        remove_tree(venv)
+        venv.mkdir(parents=True)
+        binds = [
+            Bind(wheel.parent, IN_ROOT / "wheel", read_only=True),
+            Bind(house, IN_ROOT_WHEELHOUSE, read_only=True),
+            Bind(check, IN_ROOT / "check"),
+            Bind(venv, IN_ROOT / "venv"),
+        ]
+        if cross:
+            # The target's own CPython, under the emulator, from a root with nothing but that
+            # Python: a library the wheel forgot to bundle fails the import, as natively.
+            clean_target = ctx.toolchain.ensure_clean_target_root(ctx.cache, state.roots.build, plan.target.triple, out)
+            check_root, binds = state.roots.build, [*binds, Bind(clean_target, IN_ROOT_TARGET, read_only=True)]
+        else:
+            check_root = ctx.toolchain.ensure_clean_root(ctx.cache, out)
+        overlay = state.roots.pythons.get(python)
+        if overlay is not None:
+            # Another CPython, unpacked: its venv gets pip from the root's own pip wheel.
+            binds.append(Bind(overlay, in_root_python(python), read_only=True))
+            cmds = overlay_venv_commands(python_layout(python)["executable"], "/ortdist/venv")
+        else:
+            cmds = venv_commands(
+                f"python{python}", "/ortdist/venv", str(cross["emulator"]) if cross else "", str(IN_ROOT_TARGET)
+            )
+        script = (
+            f"{cmds.create} && "
+            f"{cmds.pip} install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
+            f"/ortdist/wheel/{wheel.name} && "
+            f"cd /ortdist/check && {cmds.python} probe.py {model_file} data.npz result.json {tolerance}"
+        )
+        # The probe explains failures in result.json; its exit code only confirms them.
+        code = ctx.runner.stream(
+            Command(("/bin/sh", "-c", script), check_root, tuple(binds)), on_line=log.output, log=out
+        )
+        remove_tree(venv)
+    result_file = check / "result.json"
+    result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {"ok": False}
+    problems = verify_check_result(result, [ep.provider for ep in plan.providers], tolerance)
+    if code != 0 or problems:
+        raise CheckError(
+            "the wheel failed the clean-root check:\n"
+            + "\n".join(f"    {p}" for p in problems or ["see log"])
+            + ("\n" + result.get("error", "") if result.get("error") else ""),
+            where=wheel.name,
+            fix=f"full log: {ctx.log_path(f'check{sfx}')}",
+        )
+    result["root"] = check_root.name
+    return result
+
+
+def run(ctx: BuildContext, state: BuildState) -> Checks:
+    plan, wheels = ctx.plan, state.get(Repaired).wheels
+    main: dict[str, Any] = {}
+    others: dict[str, Any] = {}
+    seconds = {}
+    for python in plan.python:
+        started = time.monotonic()
+        result = check_one(ctx, state, python, wheels[python])
+        seconds[python] = round(time.monotonic() - started, 1)
+        if python != plan.python[0]:
+            others[python] = {"ok": True, "outputs": result["outputs"]}
+            continue
+        main = {
+            "ok": True,
+            "root": result["root"],
+            "python": python,
+            "available_providers": result["available_providers"],
+            "outputs": result["outputs"],
+            "node_providers": result["node_providers"],
+        }
+    return Checks(main=main, others=others, times=PerPython("check_s", seconds, timed=len(plan.python) > 1))

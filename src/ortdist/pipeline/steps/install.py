@@ -1,0 +1,35 @@
+"""The C library archive: ``cmake --install`` of the shared library, its headers and an SBOM."""
+
+from __future__ import annotations
+
+from ... import sbom
+from ...errors import PackageError
+from ...fsutil import deterministic_tarball, remove_tree
+from ...manifest import Artifact
+from ..context import BuildContext
+from ..sboms import SBOM_IN_ARCHIVE, sbom_inputs
+from ..state import BuildState, CLibrary
+
+
+def run(ctx: BuildContext, state: BuildState) -> CLibrary:
+    plan, install = ctx.plan, ctx.layout.work / "install"
+    remove_tree(install.host)
+    with ctx.open_log("install") as log:
+        ctx.runner.call(
+            ctx.in_root(
+                state.roots, ["cmake", "--install", str(ctx.layout.build.inside), *(["--strip"] if plan.strip else [])]
+            ),
+            log=log,
+            error=PackageError,
+            what="cmake --install",
+        )
+    name = f"onnxruntime-{plan.recipe.name}-{plan.version.version}"
+    archive = ctx.layout.out.host / f"{name}.tar.gz"
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    subject = {"name": name, "version": plan.version.version, "description": "C library archive"}
+    document = sbom.make_sbom(sbom_inputs(ctx, state, []), subject)
+    (install.host / SBOM_IN_ARCHIVE).parent.mkdir(parents=True, exist_ok=True)
+    (install.host / SBOM_IN_ARCHIVE).write_text(sbom.dumps(document), encoding="utf-8")
+    deterministic_tarball(install.host, archive, name, ctx.source_date_epoch())
+    extra = {"execution_providers": [ep.name for ep in plan.providers]}
+    return CLibrary(archive=archive, artifacts=(Artifact(archive, "c-library", extra=extra),))

@@ -1,0 +1,55 @@
+"""Reduced builds: the recipe's models converted to ORT format at the runtime's optimization
+level, and the operator config derived from them (plus the recipe's own config)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ...fsutil import remove_tree
+from ...manifest import Artifact
+from ...reduce import analyze, models
+from ..context import BuildContext
+from ..state import BuildState, Models
+
+
+def run(ctx: BuildContext, state: BuildState) -> Models:
+    recipe, place = ctx.plan.recipe, ctx.layout.models
+    remove_tree(place.host)
+    place.host.mkdir(parents=True)
+    inputs: list[Path] = []
+    artifacts: list[Artifact] = []
+    if recipe.reduce.models:
+        onnx_models = models.gather_models(recipe.reduce.models, ctx.recipe_path.parent, place.host / "onnx")
+        with ctx.open_log("models") as log:
+            converted = models.convert_to_ort_format(
+                onnx_models,
+                place.host / "ort",
+                level=recipe.reduce.optimization_level,
+                target_arch=ctx.plan.target.arch,
+                ort_version=ctx.plan.version.version,
+                cache=ctx.cache,
+                toolchain=ctx.toolchain,
+                log=log,
+            )
+        inputs += converted
+        artifacts += [
+            Artifact(path, "ort-model", extra={"optimization_level": recipe.reduce.optimization_level})
+            for path in converted
+        ]
+    if recipe.reduce.config:
+        inputs.append((ctx.recipe_path.parent / recipe.reduce.config).resolve())
+    config = analyze.analyze(inputs, typed=recipe.reduce.types)
+    config.sources = [p.name for p in inputs]  # names only: the published file is machine-independent
+    op_config = place.host / "ops.config"
+    op_config.write_text(config.render(), encoding="utf-8")
+    published = ctx.layout.out.host / f"{recipe.name}.ops.config"
+    published.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(op_config, published)
+    artifacts.append(Artifact(published, "ops-config", extra={"types": recipe.reduce.types}))
+    return Models(
+        config=op_config,
+        operators=tuple(sorted(f"{d}:{op}" for d, op in config.op_names())),
+        types=recipe.reduce.types,
+        artifacts=tuple(artifacts),
+    )

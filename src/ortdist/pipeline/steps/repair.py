@@ -1,0 +1,115 @@
+"""auditwheel repair of each wheel (a cross target's libraries and strip come from its sysroot),
+the provider RUNPATHs verified to survive it, and the SBOM added."""
+
+from __future__ import annotations
+
+import time
+import zipfile
+from pathlib import Path
+
+from ...errors import PackageError
+from ...fsutil import remove_tree
+from ...manifest import Artifact
+from ...paths import IN_ROOT_TARGET, IN_ROOT_TOOLS_VENV
+from ...wheel import assemble, repair
+from ..context import BuildContext
+from ..sboms import add_wheel_sbom
+from ..state import BuildState, PerPython, Repaired, Wheels
+from .wheel import suffix
+
+
+def target_library_env(ctx: BuildContext) -> list[str]:
+    """For a cross target: ``env`` naming its libraries (auditwheel grafts them from there) and
+    putting its ``strip`` first on PATH (auditwheel --strip calls plain ``strip``)."""
+    paths = (ctx.cross or {}).get("library_path", [])
+    if not paths:
+        return []
+    tools = ctx.layout.work / "target-tools"
+    remove_tree(tools.host)
+    tools.host.mkdir(parents=True)
+    (tools.host / "strip").symlink_to(f"/usr/bin/{ctx.tool('strip')}")  # resolved inside the root
+    joined = ":".join(str(p).replace("{target}", str(IN_ROOT_TARGET)) for p in paths)
+    return ["env", f"LD_LIBRARY_PATH={joined}", f"PATH={tools.inside}:/usr/sbin:/usr/bin:/sbin:/bin"]
+
+
+def verify_provider_runpaths(ctx: BuildContext, state: BuildState, wheel: Path) -> None:
+    """The RUNPATH into NVIDIA's wheels must survive auditwheel: without it the provider only
+    loads where the user set LD_LIBRARY_PATH, which the GPU proof would not notice."""
+    expected = {
+        ep.provider_library: assemble.provider_runpath(ep.pip_library_dirs)
+        for ep in ctx.plan.providers
+        if ep.pip_library_dirs
+    }
+    if not expected:
+        return
+    probe = ctx.layout.work / "wheel" / "runpath"
+    remove_tree(probe.host)
+    probe.host.mkdir(parents=True)
+    with zipfile.ZipFile(wheel) as zf:
+        for library in expected:
+            member = f"{assemble.CAPI_DIR}/{library}"
+            if member not in zf.namelist():
+                raise PackageError(f"the repaired wheel has no {member}", where=wheel.name, fix="see logs/repair.log")
+            (probe.host / library).write_bytes(zf.read(member))
+    for library, runpath in expected.items():
+        found = ctx.runner.capture(
+            ctx.in_root(state.roots, ["patchelf", "--print-rpath", str(probe.inside / library)]),
+            error=PackageError,
+            what=f"reading the RUNPATH of {library}",
+        ).stdout.strip()
+        if not assemble.search_path_keeps(found, runpath):
+            raise PackageError(
+                f"{library} in the repaired wheel has the search path {found!r}, which lost entries of {runpath!r}",
+                where=wheel.name,
+                fix="auditwheel dropped them (it discards entries that point outside the wheel): see "
+                "logs/repair.log and set the path again after the repair",
+            )
+    remove_tree(probe.host)
+
+
+def repair_one(ctx: BuildContext, state: BuildState, version: str, raw_wheel: Path) -> Path:
+    sfx = suffix(ctx, version)
+    repaired = ctx.layout.work / "wheel" / f"repaired{sfx}"
+    remove_tree(repaired.host)
+    repaired.host.mkdir(parents=True)
+    raw_inside = str(ctx.layout.work.inside / "wheel" / f"raw{sfx}" / raw_wheel.name)
+    argv = repair.auditwheel_argv(raw_inside, str(repaired.inside), ctx.plan.repair_excludes, strip=ctx.plan.strip)
+    with ctx.open_log(f"repair{sfx}") as log:
+        ctx.runner.call(
+            ctx.in_root(state.roots, [*target_library_env(ctx), *argv]),
+            log=log,
+            error=PackageError,
+            what="auditwheel repair",
+        )
+        show = ctx.runner.capture(
+            ctx.in_root(
+                state.roots, [*target_library_env(ctx), f"{IN_ROOT_TOOLS_VENV}/bin/auditwheel", "show", raw_inside]
+            ),
+            check=False,
+        )
+        log.write(show.stdout + show.stderr)
+    wheel = repair.single_wheel(repaired.host)
+    verify_provider_runpaths(ctx, state, wheel)
+    add_wheel_sbom(ctx, state, wheel)
+    return wheel
+
+
+def run(ctx: BuildContext, state: BuildState) -> Repaired:
+    plan, raw = ctx.plan, state.get(Wheels).raw
+    wheels, seconds, artifacts = {}, {}, []
+    for version in plan.python:
+        started = time.monotonic()
+        wheel = wheels[version] = repair_one(ctx, state, version, raw[version])
+        seconds[version] = round(time.monotonic() - started, 1)
+        extra = {
+            "execution_providers": [ep.name for ep in plan.providers],
+            "provider_names": [ep.provider for ep in plan.providers],
+            "distribution": plan.distribution,
+            "python": version,
+        }
+        artifacts.append(Artifact(wheel, "wheel", tag=repair.wheel_tag(wheel.name), extra=extra))
+    return Repaired(
+        wheels=wheels,
+        times=PerPython("repair_s", seconds, timed=len(plan.python) > 1),
+        artifacts=tuple(artifacts),
+    )

@@ -1,0 +1,131 @@
+"""Stripped sizes of the artifacts and the library, and what takes the space in it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ... import bundle, size
+from ...errors import BuildError
+from ...fsutil import remove_tree
+from ...log import log
+from ...manifest import Artifact
+from ..context import BuildContext
+from ..linkgraph import link_graph
+from ..state import BuildState, Size
+
+# The full CPU build slim builds are compared with in their size report.
+BASELINE_RECIPE = "cpu-linux"
+PYBIND = "onnxruntime/capi/onnxruntime_pybind11_state.so"
+
+
+def size_baseline(ctx: BuildContext) -> dict[str, Any] | None:
+    """The full CPU build of the same version and target (dist/<recipe>/manifest.json), if built;
+    reduced and minimal builds are compared with it."""
+    plan = ctx.plan
+    if not (plan.reduced or plan.minimal) or plan.recipe.name == BASELINE_RECIPE:
+        return None
+    candidate = ctx.layout.dist.parent / BASELINE_RECIPE / "manifest.json"
+    if not candidate.is_file():
+        return None
+    data = json.loads(candidate.read_text(encoding="utf-8"))
+    found = data.get("size")
+    same = data.get("ort_version") == plan.version.version
+    if found and same and found.get("target") == plan.target.triple and found.get("shared_library"):
+        return dict(found)
+    return None
+
+
+def measure_script(ctx: BuildContext, state: BuildState, archives: list[str]) -> str:
+    """strip and nm over the library (relinked without -s when the build strips at link time),
+    the binding and every bundled archive, into work/size/."""
+    plan, build = ctx.plan, ctx.layout.build
+    work = ctx.layout.work / "size"
+    library = f"libonnxruntime.so.{plan.version.version}"
+    nm, strip = ctx.tool("nm"), ctx.tool("strip")
+    # The build may link with -s (MinSizeRel): the breakdown needs symbols, so the library is
+    # linked once more from its own ninja command without -s (same objects, same flags).
+    relink = bundle.unstripped_link_command(
+        ctx.runner.capture(
+            ctx.in_root(state.roots, ["ninja", "-C", str(build.inside), "-t", "commands", library]),
+            error=BuildError,
+            what="ninja -t commands",
+        ).stdout,
+        library,
+        str(work.inside / "lib.unstripped"),
+    )
+    symbolic = str(work.inside / "lib.unstripped") if relink else str(build.inside / library)
+    lines = [
+        *([f"cd {build.inside}", relink] if relink else []),
+        f"cd {work.inside}",
+        f"{strip} --strip-all -o lib.stripped {build.inside}/{library}",
+        f"{nm} -S --defined-only {symbolic} > lib.nm",
+        f"{nm} -S --defined-only -C {symbolic} > lib.demangled.nm",
+    ]
+    if plan.builds_wheel:
+        lines.append(f"{strip} --strip-all -o pybind.stripped {build.inside}/{PYBIND}")
+    lines += [f"{nm} --defined-only {a} > archive-{i}.nm 2>/dev/null" for i, a in enumerate(archives)]
+    return " && ".join(lines)
+
+
+def run(ctx: BuildContext, state: BuildState) -> Size:
+    plan, work = ctx.plan, ctx.layout.work.host / "size"
+    remove_tree(work)
+    work.mkdir(parents=True)
+    library = f"libonnxruntime.so.{plan.version.version}"
+    graph = link_graph(ctx, state.roots)
+    with ctx.open_log("size") as out:
+        ctx.runner.call(
+            ctx.in_root(state.roots, ["/bin/sh", "-ec", measure_script(ctx, state, list(graph.archives))]),
+            log=out,
+            error=BuildError,
+            what="nm/strip",
+        )
+    symbols = size.parse_nm_sizes((work / "lib.nm").read_text(encoding="utf-8", errors="replace"))
+    demangled_symbols = size.parse_nm_sizes((work / "lib.demangled.nm").read_text(encoding="utf-8", errors="replace"))
+    demangled = {a.name: b.name for a, b in zip(symbols, demangled_symbols, strict=False)}
+    definers = [
+        (bundle.component_of(a), size.parse_archive_definitions((work / f"archive-{i}.nm").read_text(errors="replace")))
+        for i, a in enumerate(graph.archives)
+    ]
+    owners = size.attribute(symbols, definers)
+    built = ctx.layout.build.host
+    report: dict[str, Any] = {
+        "recipe": plan.recipe.name,
+        "target": plan.target.triple,
+        "artifacts": [
+            {"name": a.source.name, "bytes": a.source.stat().st_size, "stripped_bytes": None} for a in state.artifacts()
+        ],
+        "shared_library": {
+            "name": library,
+            "bytes": (built / library).stat().st_size,
+            **size.breakdown(symbols, owners, demangled, (work / "lib.stripped").stat().st_size),
+        },
+    }
+    shipped = library if plan.builds_shared_library else f"{library} (linked for the report; not shipped)"
+    shared = report["shared_library"]
+    report["artifacts"].insert(
+        0, {"name": shipped, "bytes": shared["bytes"], "stripped_bytes": shared["stripped_bytes"]}
+    )
+    if plan.builds_wheel:
+        report["artifacts"].insert(
+            1,
+            {
+                "name": Path(PYBIND).name,
+                "bytes": (built / PYBIND).stat().st_size,
+                "stripped_bytes": (work / "pybind.stripped").stat().st_size,
+            },
+        )
+    baseline = size_baseline(ctx)
+    if baseline:
+        report["baseline"] = {
+            "recipe": baseline["recipe"],
+            "stripped_bytes": baseline["shared_library"]["stripped_bytes"],
+        }
+    remove_tree(work)
+    table = ctx.layout.out.host / f"{plan.recipe.name}.size.md"
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text(size.render_table(plan.recipe.name, report, baseline), encoding="utf-8")
+    log.info("size report:\n" + table.read_text(encoding="utf-8"))
+    return Size(report=report, artifacts=(Artifact(table, "size-report"),))

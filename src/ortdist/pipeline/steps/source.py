@@ -1,0 +1,44 @@
+"""The pinned ORT source with the recipe's patch series applied, and the dependency sdists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ... import sources
+from ...patches import prepare_tree
+from ...toolchains.debian_sysroot import require_host_tools
+from ..context import BuildContext
+from ..state import BuildState, Source
+
+
+def run(ctx: BuildContext, state: BuildState) -> Source:
+    plan, src = ctx.plan, ctx.plan.recipe.source
+    record: dict[str, Any]
+    if src.kind == "debian":
+        pin = sources.debian_orig(plan.version.source, src.sha256)
+        archive = sources.fetch(pin, ctx.cache.downloads)
+        record = {"kind": "debian", "file": pin.filename, "url": pin.url, "sha256": pin.sha256}
+    else:
+        record = {"kind": src.kind, "url": src.url, "tag": src.tag, "path": src.path, "sha256": ""}
+
+    def fill(tree: Path) -> None:
+        if src.kind == "debian":
+            sources.unpack(archive, tree)
+        elif src.kind == "git":
+            sources.git_checkout(src.url, src.tag, src.commit, tree)
+        else:
+            sources.copy_tree((ctx.recipe_path.parent / src.path).resolve(), tree)
+
+    if plan.patches:
+        require_host_tools("patch")
+    tree = ctx.layout.source.host
+    # Keyed by source + patch digests, so a reused tree is exactly what this plan asks for.
+    # A local path can change under us: copy it afresh every run.
+    if not (tree / ".ortdist-patched").is_file() or src.kind == "path":
+        prepare_tree(tree, fill, plan.patches)
+    for dep in plan.version.deps:
+        target = ctx.layout.deps[dep.name].host
+        if not target.is_dir():
+            sources.unpack(sources.fetch(sources.sdist(dep), ctx.cache.downloads), target)
+    return Source(record=record, patches=tuple({"name": p.name, "sha256": p.sha256} for p in plan.patches))
