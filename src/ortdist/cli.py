@@ -316,7 +316,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ortdist", description=__doc__)
     p.add_argument("--version", action="version", version=f"ortdist {__version__}")
     noise = p.add_mutually_exclusive_group()
-    noise.add_argument("-v", "--verbose", action="store_true", help="also print details (each step's inputs)")
+    noise.add_argument(
+        "-v", "--verbose", action="store_true", help="print each command in full, wrapper included (replayable)"
+    )
     noise.add_argument("-q", "--quiet", action="store_true", help="only warnings, errors and results")
     sub = p.add_subparsers(dest="command", required=True)
 

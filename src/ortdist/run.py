@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .errors import OrtdistError
+from .log import VERBOSE
 from .log import log as status
 
 Command = Sequence[str | os.PathLike[str]]
@@ -61,7 +62,7 @@ def call(
     """Run ``cmd`` to completion with its output going to ``log`` (or our stdout)."""
     line = format_command(cmd, env)
     if echo:
-        status.command(line)
+        status.command(format_command(cmd, env, full=status.level >= VERBOSE))
     out: TextIO = log if log is not None else sys.stdout
     if log is not None:
         log.write(format_command(cmd, env, full=True) + "\n")
@@ -121,7 +122,7 @@ def stream(
     Returns the exit code; the caller decides what a failure means (it has the context to
     explain it, e.g. the failing ninja edge).
     """
-    status.command(format_command(cmd, env))
+    status.command(format_command(cmd, env, full=status.level >= VERBOSE))
     log.write(format_command(cmd, env, full=True) + "\n")
     log.flush()
     with subprocess.Popen(

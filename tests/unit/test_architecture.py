@@ -1,0 +1,80 @@
+"""The package's layers: no import cycles, nothing below the CLI imports it, modules stay small."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ortdist"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """Every ortdist module ``path`` imports, at any depth (function-local and TYPE_CHECKING too)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            target = f"{base}.{node.module}" if node.level and node.module else node.module or base
+            found.add(target)
+            found |= {f"{target}.{a.name}" for a in node.names}  # `from . import run` names a module
+    return {m for m in found if m in modules and m != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: imports_of(path, set(files)) for name, path in files.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle as a path (empty: none), by depth-first search."""
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> list[str]:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return []
+        for nxt in sorted(graph[node]):
+            # A package's __init__ re-exporting its submodules is not a cycle of layers.
+            if nxt.startswith(node + "."):
+                continue
+            cycle = visit(nxt, [*path, node])
+            if cycle:
+                return cycle
+        done.add(node)
+        return []
+
+    for start in sorted(graph):
+        cycle = visit(start, [])
+        if cycle:
+            return cycle
+    return []
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    assert find_cycle(import_graph()) == []
+
+
+def test_find_cycle_finds_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+@pytest.mark.parametrize("low", ["ortdist.bench.run", "ortdist.pipeline.driver", "ortdist.checks.c_smoke"])
+def test_nothing_below_the_cli_imports_it(low: str) -> None:
+    graph = import_graph()
+    assert "ortdist.cli" not in graph[low]
+    importers = {name for name, deps in graph.items() if "ortdist.cli" in deps}
+    assert importers <= {"ortdist.__main__"}
