@@ -233,8 +233,24 @@ def test_runner_facts_cover_every_target_and_only_real_ep_targets() -> None:
         ci.parse_runner_facts(stray, targets, eps)
     typo = copy.deepcopy(data)
     typo["targets"]["arm64-apple-darwin"]["runs-on"] = ["macos-14"]
-    with pytest.raises(DataError, match="needs exactly the keys"):
+    with pytest.raises(DataError, match="unknown key 'runs-on'") as err:
         ci.parse_runner_facts(typo, targets, eps)
+    assert err.value.where == "ortdist/data/runners.toml key 'targets.arm64-apple-darwin.runs-on'"
+    assert err.value.fix == "did you mean 'runs_on'?"
+    empty = copy.deepcopy(data)
+    empty["providers"]["cuda"]["x86_64-unknown-linux-gnu"]["runs_on"] = []
+    with pytest.raises(DataError, match="non-empty list of runner labels") as err:
+        ci.parse_runner_facts(empty, targets, eps)
+    assert err.value.where == "ortdist/data/runners.toml key 'providers.cuda.x86_64-unknown-linux-gnu.runs_on'"
+    no_repair = copy.deepcopy(data)
+    del no_repair["repair"]["delocate"]
+    with pytest.raises(DataError, match=r"needs \[repair.delocate\]"):
+        ci.parse_runner_facts(no_repair, targets, eps)
+    wrong = copy.deepcopy(data)
+    wrong["workflow"]["timeout_minutes"] = "180"
+    with pytest.raises(DataError, match="must be a whole number") as err:
+        ci.parse_runner_facts(wrong, targets, eps)
+    assert err.value.where == "ortdist/data/runners.toml key 'workflow.timeout_minutes'"
 
 
 def test_cibuildwheel_only_where_it_fits(project: Path) -> None:
