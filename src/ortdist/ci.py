@@ -101,7 +101,7 @@ class RunnerFacts:
             if runner is not None:
                 return runner
         if plan.toolchain.is_cross(plan.target.triple):
-            return self.targets[str(plan.toolchain.cross[plan.target.triple]["host"])]
+            return self.targets[plan.toolchain.cross_targets[plan.target.triple].host]
         return self.targets[plan.target.triple]
 
     def has_device_runner(self, plan: BuildPlan) -> bool:

@@ -135,8 +135,10 @@ def test_plan_only_toolchains_need_no_sysroot_keys_but_say_what_they_need(projec
     # A toolchain ortdist runs still needs its sysroot facts.
     trixie = (project / "toolchains" / "debian-trixie.toml").read_text().replace('suite = "trixie"', "")
     (tmp_path / "toolchains" / "debian-trixie.toml").write_text(trixie)
-    with pytest.raises(RecipeError, match="missing key 'suite'"):
+    with pytest.raises(RecipeError, match=r"missing required key\(s\) \['suite'\]") as err:
         load_toolchain(tmp_path, "debian-trixie")
+    assert err.value.where == str(tmp_path / "toolchains" / "debian-trixie.toml")
+    assert "not plan_only" in str(err.value.fix)
 
 
 def test_an_ep_the_platform_lacks_is_refused_with_what_it_has(
@@ -200,7 +202,7 @@ def test_gpu_android_and_arm_recipes_get_their_runners(project: Path, recipe_fro
         trixie,
         targets=("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "aarch64-linux-android"),
         ep_packages={"cuda": ("cuda-toolkit",), "nnapi": ()},
-        cross={},  # a toolchain that builds every target natively, on that target's runner
+        cross_targets={},  # a toolchain that builds every target natively, on that target's runner
     )
 
     def row(body: str, toolchain: ToolchainSpec = everything) -> dict[str, object]:
