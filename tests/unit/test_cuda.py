@@ -125,6 +125,9 @@ def test_a_child_table_of_the_same_ep_merges_key_by_key(project: Path, tmp_path:
     spec = load_toolchain(tmp_path, "cuda-extra")
     assert spec.ep_cmake["cuda"]["onnxruntime_NVCC_THREADS"] == "2"
     assert spec.ep_cmake["cuda"]["CMAKE_CUDA_HOST_COMPILER"] == "/usr/bin/g++-13"  # the parent's, kept
+    assert spec.declaring("ep_cmake.cuda", "onnxruntime_NVCC_THREADS") == "cuda-extra"
+    assert spec.declaring("ep_cmake.cuda", "CMAKE_CUDA_HOST_COMPILER") == "cuda12"
+    assert spec.declaring("cmake", "eigen_DIR") == "debian-trixie"
     assert spec.ep_wheels["cuda"]["nvidia-cutlass"].sha256 == "0" * 64
     assert "nvidia-cudnn-cu12" in spec.ep_wheels["cuda"]
 

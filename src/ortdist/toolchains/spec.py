@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ..config import construct, convert_fields, convert_table, did_you_mean, read_toml, where
+from ..config import construct, convert_fields, convert_table, did_you_mean, dotted, read_toml, where
 from ..errors import RecipeError
 from ..fsutil import sha256_file, sha256_text
 
@@ -126,6 +126,12 @@ class ToolchainSpec:
     extends: str = ""
     # CPython versions besides the root's own, for the binding only (toolchains/<name>/pythons.toml).
     extra_python: Mapping[str, OtherPython] = field(default_factory=_empty)
+    # Along ``extends``: the toolchain whose file states a define ("ep_cmake.cuda.X" -> "cuda12").
+    declared_in: Mapping[str, str] = field(default_factory=_empty)
+
+    def declaring(self, table: str, key: str) -> str:
+        """The toolchain, this one or a parent, whose file states ``key`` of [table] (plan provenance)."""
+        return self.declared_in.get(dotted(table, key), self.name)
 
     @property
     def cross(self) -> dict[str, dict[str, Any]]:
@@ -211,9 +217,9 @@ def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
 
 def _read(
     project: Path, name: str, chain: tuple[str, ...] = (), referrer: str = "recipe key 'toolchain'"
-) -> tuple[dict[str, Any], list[Path]]:
-    """The toolchain's table with its parents' merged in, and its files, the root parent's first.
-    Each file's keys are checked on their own, so an error names the file that has it."""
+) -> tuple[dict[str, Any], list[tuple[Path, dict[str, Any]]]]:
+    """The toolchain's table with its parents' merged in, and each file with its own table, the root
+    parent's first. Each file's keys are checked on their own, so an error names the file that has it."""
     path = toolchain_file(project, name)
     if not path.is_file():
         known = sorted(p.stem for p in (project / "toolchains").glob("*.toml"))
@@ -225,7 +231,7 @@ def _read(
     data = read_toml(path, RecipeError)
     parent_name = convert_fields(ToolchainFile, data, origin=str(path), error=RecipeError).get("extends", "")
     if not parent_name:
-        return data, [path]
+        return data, [(path, data)]
     if parent_name in (*chain, name):
         raise RecipeError(
             f"toolchains extend each other in a cycle: {' -> '.join((*chain, name, parent_name))}",
@@ -240,7 +246,18 @@ def _read(
     if "targets" in data:
         # A child that narrows the targets does not inherit the cross tables of the dropped ones.
         merged["cross"] = {t: c for t, c in merged.get("cross", {}).items() if t in data["targets"]}
-    return merged, [*files, path]
+    return merged, [*files, (path, data)]
+
+
+def _declared_in(chain: list[tuple[Path, dict[str, Any]]]) -> dict[str, str]:
+    """Dotted key of each CMake define table entry -> the toolchain whose file states it (a child's wins)."""
+    out: dict[str, str] = {}
+    for path, data in chain:
+        out.update({dotted("cmake", key): path.stem for key in data.get("cmake", {})})
+        for ep, table in data.get("ep_cmake", {}).items():
+            out.update({dotted(dotted("ep_cmake", ep), key): path.stem for key in table})
+        out.update({dotted("cross", triple): path.stem for triple in data.get("cross", {})})
+    return out
 
 
 def _extra_pythons(files: list[Path], own: tuple[str, ...]) -> dict[str, OtherPython]:
@@ -328,7 +345,8 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
 
 
 def load_toolchain(project: Path, name: str) -> ToolchainSpec:
-    data, files = _read(project, name)
+    data, chain = _read(project, name)
+    files = [path for path, _ in chain]
     path = files[-1]
     # Errors about entries a parent may have contributed name the whole chain.
     where_all = " (with " + ", ".join(str(f) for f in files[:-1]) + ")" if len(files) > 1 else ""
@@ -364,6 +382,7 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         ep_wheels=tc.ep_wheels,
         extends=tc.extends,
         extra_python=MappingProxyType(_extra_pythons(files, tc.python)),
+        declared_in=MappingProxyType(_declared_in(chain)),
     )
 
 
