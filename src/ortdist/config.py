@@ -172,7 +172,8 @@ def _scalar(hint: Any, value: Any, ctx: _Context, key: str) -> Any:
     if hint is str:
         if not isinstance(value, str):
             shown = str(value).upper() if isinstance(value, bool) else value
-            fix = "quote it: " + _line(key, f'"{shown}"') if isinstance(value, bool | int | float) else "use a string"
+            quoted = isinstance(value, bool | int | float)
+            fix = "quote it: " + _line(key, f'"{shown}"') if quoted else "write a string: " + _line(key, '"..."')
             raise ctx.fail(f"must be a string, {_got(value)}", key, fix)
         return value
     if hint is bool:
@@ -284,7 +285,7 @@ def convert_fields(cls: type, data: Any, *, origin: str, error: type[OrtdistErro
 
 
 def convert_table(cls: type[T], data: Any, *, origin: str, error: type[OrtdistError], key: str = "") -> dict[str, T]:
-    """A table of named entries (``[<name>]`` sections), each a ``cls`` whose KEY field is its name."""
+    """A table of named entries (``[<name>]`` sections), each a ``cls`` (whose KEY field, if any, is its name)."""
     ctx = _Context(origin, error)
     if not isinstance(data, dict):
         raise ctx.fail(f"must be a table, {_got(data)}", key, f"make it a table: [{key}]")

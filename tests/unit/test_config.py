@@ -11,8 +11,12 @@ from typing import Literal
 
 import pytest
 
-from ortdist import config
+from ortdist import ci, config, registry
 from ortdist.errors import DataError, RecipeError
+from ortdist.recipe import load_recipe
+from ortdist.reduce import analyze
+from ortdist.smoke import suite
+from ortdist.toolchains import load_toolchain
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +79,7 @@ def test_defaults_fill_what_the_file_leaves_out() -> None:
         ('title = "t"\n[by_name.x]\ntags = []\n', "key 'by_name.x'", "['url']", "under [by_name.x]"),
         ('title = "t"\n[by_name.x]\nname = "y"\nurl = "u"\n', "by_name.x.name", "unknown key 'name'", "url"),
         ("title = 5\n", "key 'title'", "must be a string, got an integer 5", 'quote it: title = "5"'),
+        ('title = ["t"]\n', "key 'title'", "must be a string, got a list", 'write a string: title = "..."'),
         ('title = "t"\nenabled = "yes"\n', "key 'enabled'", "must be true or false", "enabled = true or false"),
         ('title = "t"\n[inner]\nsize = true\n', "key 'inner.size'", "must be a whole number", "size = 1"),
         ('title = "t"\n[inner]\nsize = 1\nratio = "2"\n', "key 'inner.ratio'", "must be a number", "ratio = 0.5"),
@@ -154,3 +159,17 @@ def test_unsupported_annotations_are_a_programming_error() -> None:
 def test_did_you_mean() -> None:
     assert config.did_you_mean("xnnpak", ["xnnpack", "cuda"]) == "did you mean 'xnnpack'?"
     assert config.did_you_mean("zzz", ["xnnpack"]) == ""
+
+
+def test_every_toml_file_of_the_project_loads(project: Path) -> None:
+    """Each data file, toolchain (with its pythons.toml) and recipe, read afresh through the converter."""
+    targets = registry.parse_targets(registry.load_data("targets.toml"))
+    eps = registry.parse_providers(registry.load_data("providers.toml"), targets)
+    assert registry.parse_ort_versions(registry.load_data("ort_versions.toml"))["1.21.0"].deps[0].name == "onnx"
+    assert set(ci.parse_runner_facts(registry.load_data("runners.toml"), targets, eps).targets) == set(targets)
+    assert "cnn" in suite.parse_smoke_facts(registry.load_data("smoke.toml")).models
+    assert "ai.onnx:Cast" in analyze.parse_type_tracking(registry.load_data("type_tracking.toml"))
+    toolchains = sorted(p.stem for p in (project / "toolchains").glob("*.toml"))
+    assert all(load_toolchain(project, name).name == name for name in toolchains)
+    recipes = sorted((project / "recipes").glob("*.toml"))
+    assert len(recipes) > 10 and all(load_recipe(path).name == path.stem for path in recipes)
