@@ -269,16 +269,11 @@ def _extra_pythons(files: list[Path], own: tuple[str, ...]) -> dict[str, OtherPy
             continue
         table = convert_table(OtherPython, read_toml(path, RecipeError), origin=str(path), error=RecipeError)
         for version, facts in table.items():
+            place = where(str(path), dotted("", version))
             if not _CPYTHON.match(version):
-                raise RecipeError(
-                    f"{version!r} is not a CPython version", where=where(str(path), version), fix='e.g. ["3.11"]'
-                )
+                raise RecipeError(f"{version!r} is not a CPython version", where=place, fix='e.g. ["3.11"]')
             if version in own:
-                raise RecipeError(
-                    f"CPython {version} is the root's own Python",
-                    where=where(str(path), version),
-                    fix="drop it from this file",
-                )
+                raise RecipeError(f"CPython {version} is the root's own Python", where=place, fix="drop it here")
             found[version] = facts
     return found
 
