@@ -4,7 +4,7 @@ ORT builds ~20 static component libraries and links them, with its dependencies,
 libonnxruntime.so. CMake's file API (codemodel v2) records that link line exactly; the bundler
 reads it, swaps each shared dependency for the static archive beside it, and merges every
 archive into one ``libonnxruntime.a`` with an ``ar`` MRI script. Nothing is a hard-coded list, so
-an EP or option that adds a library adds it to the bundle too. Pure parsing here; the builder
+an EP or option that adds a library adds it to the bundle too. Pure parsing here; the bundle step
 runs ``ar``.
 """
 

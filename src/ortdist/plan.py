@@ -7,11 +7,14 @@ can read what a build will do (``ortdist plan RECIPE``) before spending half an 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from . import registry
 from .compiler_cache import CACHES, CompilerCache
+from .config import dotted
 from .errors import RecipeError
 from .fsutil import sha256_text
 from .patches import Patch
@@ -39,6 +42,9 @@ class BuildPlan:
     repair_excludes: tuple[str, ...]
     strip: bool
     compiler_cache: CompilerCache
+    # Define -> where its value comes from ("recipe [cmake_defines]", "toolchain debian-trixie [cmake]",
+    # "ep xnnpack", ...), for `ortdist plan`; nothing built reads it.
+    define_sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def builds_shared_library(self) -> bool:
@@ -125,6 +131,10 @@ class BuildPlan:
             "strip": self.strip,
             "compiler_cache": self.compiler_cache.name,
             "cmake_configure": self.configure_argv(),
+            "cmake_defines": {
+                key: {"value": value, "from": self.define_sources.get(key, "")}
+                for key, value in self.cmake_defines.items()
+            },
         }
 
 
@@ -184,6 +194,57 @@ def source_key(recipe: Recipe, version: OrtVersion, patches: tuple[Patch, ...]) 
     return sha256_text(src.kind, *identity, *(p.sha256 for p in patches))[:16]
 
 
+def _cmake_defines(
+    recipe: Recipe,
+    version: OrtVersion,
+    toolchain: ToolchainSpec,
+    providers: tuple[ExecutionProvider, ...],
+    compiler_cache: CompilerCache,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The configure defines in the order they are passed, and where each one's value comes from
+    (the last source to set it: later sources override earlier ones, in this order)."""
+    defines: dict[str, str] = {}
+    sources: dict[str, str] = {}
+
+    def put(key: str, value: str, source: str) -> None:
+        defines[key] = value  # an override keeps the define's first place in the argv
+        sources[key] = source
+
+    launcher, cache_source = compiler_cache.launcher, f"compiler cache {compiler_cache.name}"
+    put("CMAKE_BUILD_TYPE", recipe.build_type, "recipe build_type")
+    put("CMAKE_INSTALL_PREFIX", str(IN_ROOT_WORK / "install"), "ortdist")
+    put("CMAKE_C_COMPILER_LAUNCHER", launcher, cache_source)
+    put("CMAKE_CXX_COMPILER_LAUNCHER", launcher, cache_source)
+    # A static-only recipe still links the shared library: its link line is the CMake link
+    # graph the monolithic archive is bundled from (the .so itself is not published).
+    put("onnxruntime_BUILD_SHARED_LIB", "ON", "ortdist")
+    put("onnxruntime_ENABLE_PYTHON", "ON" if recipe.wheel.enabled else "OFF", "recipe [wheel] enabled")
+    put("onnxruntime_BUILD_UNIT_TESTS", "OFF", "ortdist")
+    for key, value in feature_defines(recipe).items():
+        put(key, value, "recipe [reduce]" if key == "onnxruntime_REDUCED_OPS_BUILD" else "recipe [features]")
+    for dep in version.deps:
+        put(f"FETCHCONTENT_SOURCE_DIR_{dep.name.upper()}", str(IN_ROOT_DEPS / dep.name), f"version {version.version}")
+    for key, value in toolchain.cmake.items():
+        put(key, in_root(value), f"toolchain {toolchain.declaring('cmake', key)} [cmake]")
+    cross = dotted("cross", recipe.target)
+    for key, value in toolchain.cross_facts(recipe.target, "cmake").items():
+        put(key, value, f"toolchain {toolchain.declaring('cross', recipe.target)} [{cross}.cmake]")
+    for ep in providers:
+        for key, value in ep.cmake.items():
+            put(key, value, f"ep {ep.name}")
+        table = dotted("ep_cmake", ep.name)
+        for key, value in toolchain.ep_cmake.get(ep.name, {}).items():
+            put(key, in_root(value), f"toolchain {toolchain.declaring(table, key)} [{table}]")
+        for language in ep.compile_languages:
+            put(f"CMAKE_{language}_COMPILER_LAUNCHER", launcher, f"{cache_source} (ep {ep.name})")
+    if registry.cuda_eps() & {ep.name for ep in providers}:
+        for key, value in cuda_defines(recipe).items():
+            put(key, value, "recipe [cuda]")
+    for key, value in recipe.cmake_defines.items():
+        put(key, value, "recipe [cmake_defines]")
+    return defines, {key: sources[key] for key in defines}
+
+
 def make_plan(
     recipe: Recipe,
     toolchain: ToolchainSpec,
@@ -241,32 +302,7 @@ def make_plan(
     # The root's own CPython first: its wheel comes from the main build tree as before.
     python = tuple(sorted(python, key=lambda v: v not in toolchain.python))
 
-    defines: dict[str, str] = {
-        "CMAKE_BUILD_TYPE": recipe.build_type,
-        "CMAKE_INSTALL_PREFIX": str(IN_ROOT_WORK / "install"),
-        "CMAKE_C_COMPILER_LAUNCHER": compiler_cache.launcher,
-        "CMAKE_CXX_COMPILER_LAUNCHER": compiler_cache.launcher,
-        # A static-only recipe still links the shared library: its link line is the CMake link
-        # graph the monolithic archive is bundled from (the .so itself is not published).
-        "onnxruntime_BUILD_SHARED_LIB": "ON",
-        "onnxruntime_ENABLE_PYTHON": "ON" if recipe.wheel.enabled else "OFF",
-        "onnxruntime_BUILD_UNIT_TESTS": "OFF",
-        **feature_defines(recipe),
-    }
-    for dep in version.deps:
-        defines[f"FETCHCONTENT_SOURCE_DIR_{dep.name.upper()}"] = str(IN_ROOT_DEPS / dep.name)
-    for key, value in toolchain.cmake.items():
-        defines[key] = in_root(value)
-    defines.update(toolchain.cross_facts(recipe.target, "cmake"))
-    for ep in providers:
-        defines.update(ep.cmake)
-        for key, value in toolchain.ep_cmake.get(ep.name, {}).items():
-            defines[key] = in_root(value)
-        for language in ep.compile_languages:
-            defines[f"CMAKE_{language}_COMPILER_LAUNCHER"] = compiler_cache.launcher
-    if registry.cuda_eps() & {ep.name for ep in providers}:
-        defines.update(cuda_defines(recipe))
-    defines.update(recipe.cmake_defines)
+    defines, sources = _cmake_defines(recipe, version, toolchain, providers, compiler_cache)
 
     steps = ["toolchain", "source"]
     if recipe.reduce.enabled:
@@ -291,6 +327,7 @@ def make_plan(
         patches=patches,
         source_key=source_key(recipe, version, patches),
         cmake_defines=defines,
+        define_sources=MappingProxyType(sources),
         steps=tuple(steps),
         distribution=recipe.wheel.distribution or distribution_name(providers),
         python=tuple(python),

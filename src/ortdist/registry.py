@@ -1,27 +1,33 @@
 """Facts about execution providers, targets and ORT versions, loaded from ``data/*.toml``.
 
 The data files are the single place an EP or target fact lives; everything else asks here.
-Invariants are checked at load so a bad edit fails loudly, naming the file and entry.
+Each file is read into the dataclasses below (config.py refuses unknown or mistyped keys), then
+the invariants between entries are checked, so a bad edit fails loudly, naming the file and key.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
+from .config import KEY, convert_table, dotted, read_toml, where
 from .errors import DataError
 
 _CMAKE_SWITCH = re.compile(r"^onnxruntime_[A-Z0-9_]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
+def data_origin(name: str) -> str:
+    """How errors name a data file shipped with ortdist."""
+    return f"ortdist/data/{name}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Target:
-    triple: str
+    triple: str = field(metadata=KEY)
     os: str
     arch: str
     cmake_system_name: str
@@ -35,7 +41,7 @@ class Target:
 
 @dataclass(frozen=True, kw_only=True)
 class ExecutionProvider:
-    name: str
+    name: str = field(metadata=KEY)
     provider: str
     cmake: dict[str, str]
     targets: tuple[str, ...]
@@ -62,6 +68,7 @@ class DebianSource:
     package: str
     version: str
     sha256: str
+    kind: Literal["debian"] = "debian"  # the default source of a version is always Debian's tarball
 
     @property
     def orig_tarball(self) -> str:
@@ -76,7 +83,7 @@ class DebianSource:
 
 @dataclass(frozen=True, kw_only=True)
 class SdistDependency:
-    name: str
+    name: str = field(metadata=KEY)
     pypi_sdist: str
     version: str
     sha256: str
@@ -88,118 +95,88 @@ class SdistDependency:
 
 @dataclass(frozen=True, kw_only=True)
 class OrtVersion:
-    version: str
+    version: str = field(metadata=KEY)
     source: DebianSource
-    deps: tuple[SdistDependency, ...]
+    deps: tuple[SdistDependency, ...] = ()  # [<version>.deps.<name>] tables, in file order
     python_requires: tuple[str, ...] = field(default=())
 
 
-def _load(name: str) -> dict[str, Any]:
-    text = resources.files("ortdist.data").joinpath(name).read_text(encoding="utf-8")
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise DataError(str(exc), where=f"ortdist/data/{name}") from exc
-
-
 def load_data(name: str) -> dict[str, Any]:
-    """A data file for a module that owns its facts (ci.py: runners.toml), with the same errors."""
-    return _load(name)
-
-
-def _require(entry: dict[str, Any], key: str, kind: type, where: str) -> Any:
-    if key not in entry:
-        raise DataError(f"missing key '{key}'", where=where)
-    value = entry[key]
-    if not isinstance(value, kind):
-        raise DataError(f"'{key}' must be {kind.__name__}, got {type(value).__name__}", where=where)
-    return value
+    """A data file's table, for the module that owns its facts (ci.py: runners.toml)."""
+    return read_toml(resources.files("ortdist.data").joinpath(name), DataError, origin=data_origin(name))
 
 
 @functools.cache
 def targets() -> dict[str, Target]:
-    out: dict[str, Target] = {}
-    for triple, entry in _load("targets.toml").items():
-        where = f"ortdist/data/targets.toml [{triple}]"
-        out[triple] = Target(
-            triple=triple,
-            os=_require(entry, "os", str, where),
-            arch=_require(entry, "arch", str, where),
-            cmake_system_name=_require(entry, "cmake_system_name", str, where),
-            wheel_repair=_require(entry, "wheel_repair", str, where),
-            wheel_platform=_require(entry, "wheel_platform", str, where),
-        )
-        if bool(out[triple].wheel_repair) != bool(out[triple].wheel_platform):
-            raise DataError("wheel_repair and wheel_platform must be both set or both empty", where=where)
+    return parse_targets(load_data("targets.toml"))
+
+
+def parse_targets(data: dict[str, Any]) -> dict[str, Target]:
+    origin = data_origin("targets.toml")
+    out = convert_table(Target, data, origin=origin, error=DataError)
+    for triple, target in out.items():
+        if bool(target.wheel_repair) != bool(target.wheel_platform):
+            raise DataError(
+                "wheel_repair and wheel_platform must be both set or both empty",
+                where=where(origin, triple),
+                fix='set both (a target with Python wheels) or neither (wheel_repair = "")',
+            )
     return out
 
 
 def parse_providers(data: dict[str, Any], known_targets: dict[str, Target]) -> dict[str, ExecutionProvider]:
     """Build the EP table from parsed TOML and check the registry's invariants."""
-    out: dict[str, ExecutionProvider] = {}
+    origin = data_origin("providers.toml")
+    out = convert_table(ExecutionProvider, data, origin=origin, error=DataError)
     seen_providers: dict[str, str] = {}
-    for name, entry in data.items():
-        where = f"ortdist/data/providers.toml [{name}]"
-        cmake = _require(entry, "cmake", dict, where)
-        for key, value in cmake.items():
-            if not _CMAKE_SWITCH.match(key) or not isinstance(value, str):
-                raise DataError(f"cmake switch {key!r} = {value!r} is not an onnxruntime_* string define", where=where)
-        ep_targets = tuple(_require(entry, "targets", list, where))
-        unknown = [t for t in ep_targets if t not in known_targets]
+    for name, ep in out.items():
+        for key in ep.cmake:
+            if not _CMAKE_SWITCH.match(key):
+                raise DataError(
+                    f"cmake switch {key!r} is not an onnxruntime_* define",
+                    where=where(origin, f"{name}.cmake"),
+                    fix="an EP is switched on by ORT's own onnxruntime_USE_* options; other defines belong in a "
+                    "toolchain's [ep_cmake]",
+                )
+        unknown = [t for t in ep.targets if t not in known_targets]
         if unknown:
-            raise DataError(f"unknown target(s) {unknown}; add them to targets.toml first", where=where)
-        provider = _require(entry, "provider", str, where)
-        if not provider.endswith("ExecutionProvider"):
-            raise DataError(f"provider {provider!r} must end in 'ExecutionProvider'", where=where)
-        if provider in seen_providers:
-            raise DataError(f"provider {provider!r} is already used by [{seen_providers[provider]}]", where=where)
-        seen_providers[provider] = name
-        extra = set(entry) - {
-            "provider",
-            "cmake",
-            "targets",
-            "static_link",
-            "runtime_libs",
-            "wheel_suffix",
-            "summary",
-            "provider_library",
-            "build_py_flag",
-            "compile_languages",
-            "pip_extras",
-            "pip_library_dirs",
-            "reduce_flag",
-        }
-        if extra:
-            raise DataError(f"unknown key(s) {sorted(extra)}", where=where)
-        out[name] = ExecutionProvider(
-            name=name,
-            provider=provider,
-            cmake=dict(cmake),
-            targets=ep_targets,
-            static_link=_require(entry, "static_link", bool, where),
-            runtime_libs=tuple(_require(entry, "runtime_libs", list, where)),
-            wheel_suffix=_require(entry, "wheel_suffix", str, where),
-            summary=_require(entry, "summary", str, where),
-            provider_library=entry.get("provider_library", ""),
-            build_py_flag=entry.get("build_py_flag", ""),
-            compile_languages=tuple(entry.get("compile_languages", ())),
-            pip_extras={k: tuple(v) for k, v in entry.get("pip_extras", {}).items()},
-            pip_library_dirs=tuple(entry.get("pip_library_dirs", ())),
-            reduce_flag=entry.get("reduce_flag", ""),
-        )
-        if out[name].pip_library_dirs and not out[name].provider_library:
-            raise DataError("pip_library_dirs needs a provider_library to set the RUNPATH of", where=where)
+            raise DataError(
+                f"unknown target(s) {unknown}",
+                where=where(origin, f"{name}.targets"),
+                fix="add them to targets.toml first",
+            )
+        if not ep.provider.endswith("ExecutionProvider"):
+            raise DataError(
+                f"provider {ep.provider!r} must end in 'ExecutionProvider'",
+                where=where(origin, f"{name}.provider"),
+                fix="use the name onnxruntime.get_available_providers() reports",
+            )
+        if ep.provider in seen_providers:
+            raise DataError(
+                f"provider {ep.provider!r} is already used by [{seen_providers[ep.provider]}]",
+                where=where(origin, f"{name}.provider"),
+                fix="each registry entry is one EP: merge the two entries",
+            )
+        seen_providers[ep.provider] = name
+        if ep.pip_library_dirs and not ep.provider_library:
+            raise DataError(
+                "pip_library_dirs needs a provider_library to set the RUNPATH of",
+                where=where(origin, f"{name}.pip_library_dirs"),
+                fix="add provider_library, or drop pip_library_dirs",
+            )
     cpu = out.get("cpu")
     if cpu is None or cpu.cmake or cpu.provider != "CPUExecutionProvider":
         raise DataError(
-            "[cpu] must exist, be CPUExecutionProvider and need no CMake switch", where="ortdist/data/providers.toml"
+            "[cpu] must exist, be CPUExecutionProvider and need no CMake switch",
+            where=origin,
+            fix='restore [cpu] with provider = "CPUExecutionProvider" and cmake = {}',
         )
     return out
 
 
 @functools.cache
 def providers() -> dict[str, ExecutionProvider]:
-    return parse_providers(_load("providers.toml"), targets())
+    return parse_providers(load_data("providers.toml"), targets())
 
 
 def cuda_eps() -> frozenset[str]:
@@ -209,24 +186,19 @@ def cuda_eps() -> frozenset[str]:
 
 @functools.cache
 def ort_versions() -> dict[str, OrtVersion]:
-    out: dict[str, OrtVersion] = {}
-    for version, entry in _load("ort_versions.toml").items():
-        where = f"ortdist/data/ort_versions.toml [{version}]"
-        src = _require(entry, "source", dict, where)
-        if src.get("kind") != "debian":
-            raise DataError("the default source must be kind = 'debian'", where=where)
-        source = DebianSource(package=src["package"], version=src["version"], sha256=src["sha256"])
-        deps = tuple(
-            SdistDependency(name=name, pypi_sdist=d["pypi_sdist"], version=d["version"], sha256=d["sha256"])
-            for name, d in entry.get("deps", {}).items()
-        )
-        for digest in [source.sha256, *(d.sha256 for d in deps)]:
+    return parse_ort_versions(load_data("ort_versions.toml"))
+
+
+def parse_ort_versions(data: dict[str, Any]) -> dict[str, OrtVersion]:
+    origin = data_origin("ort_versions.toml")
+    out = convert_table(OrtVersion, data, origin=origin, error=DataError)
+    for version, entry in out.items():
+        pins = [("source.sha256", entry.source.sha256), *((f"deps.{d.name}.sha256", d.sha256) for d in entry.deps)]
+        for key, digest in pins:
             if not _SHA256.match(digest):
-                raise DataError(f"{digest!r} is not a lowercase sha256", where=where)
-        out[version] = OrtVersion(
-            version=version,
-            source=source,
-            deps=deps,
-            python_requires=tuple(entry.get("python_requires", ())),
-        )
+                raise DataError(
+                    f"{digest!r} is not a lowercase sha256",
+                    where=where(origin, f"{dotted('', version)}.{key}"),
+                    fix="64 lowercase hex digits, as `sha256sum` prints them",
+                )
     return out

@@ -144,10 +144,10 @@ def make_sbom(inputs: SbomInputs, subject: Mapping[str, str]) -> dict[str, Any]:
             "type": "library",
             "bom-ref": f"sdk:{dist}",
             "name": dist,
-            "version": facts["version"],
-            "purl": f"pkg:pypi/{dist}@{facts['version']}",
+            "version": facts.version,
+            "purl": f"pkg:pypi/{dist}@{facts.version}",
             "description": f"{ep} SDK from PyPI: headers and libraries built against, not shipped",
-            "hashes": _hash(facts["sha256"]),
+            "hashes": _hash(facts.sha256),
         }
         for ep, wheels in sorted(plan.toolchain.ep_wheels.items())
         if ep in used

@@ -3,7 +3,7 @@
 The breakdown attributes every defined symbol of the (unstripped) library to the static archive
 of the link graph that defines it, i.e. to an ORT component (ort:framework, ort:providers,
 ort:mlas, ...) or a dependency (abseil, protobuf, ...), and lists the largest kernels (symbols of
-the CPU kernels' component, grouped by class). Pure functions over ``nm`` output; the builder
+the CPU kernels' component, grouped by class). Pure functions over ``nm`` output; the size step
 runs the tools.
 """
 

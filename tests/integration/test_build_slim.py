@@ -126,7 +126,7 @@ def test_a_c_program_of_ours_links_the_archive_alone(slim: tuple[Path, dict[str,
     if cross:
         run_argv = toolchain.wrap(
             root,
-            [str(spec.cross[triple]["emulator"]), "-L", "/ortdist/target", "/t/prog", "/t/cnn.ort", "/t"],
+            [spec.cross_targets[triple].emulator, "-L", "/ortdist/target", "/t/prog", "/t/cnn.ort", "/t"],
             binds=binds,
         )
     else:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ortdist.errors import ModelError
-from ortdist.reduce.analyze import analyze, parse_config, type_tracking
+from ortdist.errors import DataError, ModelError
+from ortdist.reduce.analyze import analyze, parse_config, parse_type_tracking, type_tracking
 from ortdist.reduce.ortformat import read_ort_model
+from ortdist.registry import load_data
 from ortdist.smoke.models import BUILDERS
 from reduce_helpers import config_lines, to_ort
 
@@ -160,3 +163,22 @@ def test_onehot_records_type_triples(tmp_path: Path) -> None:
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]).SerializeToString())
     (line,) = config_lines(analyze([path], typed=True).render())
     assert json.loads(line.split("OneHot", 1)[1]) == {"custom": [["int64_t", "float", "int32_t"]]}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key", "message"),
+    [
+        (lambda d: d["track"]["ai.onnx:Cast"].update(input=[0]), 'track."ai.onnx:Cast".input', "did you mean"),
+        (lambda d: d["track"]["ai.onnx:Cast"].update(inputs=["0"]), 'track."ai.onnx:Cast".inputs[0]', "whole number"),
+        (lambda d: d["track"].update({"ai.onnx:Abs": {"inputs": [1]}}), 'track."ai.onnx:Abs"', "listed twice"),
+        (lambda d: d["track"].update({"Abs": {"inputs": [1]}}), "track.Abs", "is not 'domain:op'"),
+        (lambda d: d["track"].update({"ai.onnx:X": {}}), 'track."ai.onnx:X"', "must track an input"),
+    ],
+)
+def test_bad_type_tracking_is_refused(mutate: Any, key: str, message: str) -> None:
+    data = copy.deepcopy(load_data("type_tracking.toml"))
+    mutate(data)
+    with pytest.raises(DataError) as info:
+        parse_type_tracking(data)
+    assert message in str(info.value)
+    assert info.value.where == f"ortdist/data/type_tracking.toml key '{key}'"

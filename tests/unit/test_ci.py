@@ -136,8 +136,10 @@ def test_plan_only_toolchains_need_no_sysroot_keys_but_say_what_they_need(projec
     # A toolchain ortdist runs still needs its sysroot facts.
     trixie = (project / "toolchains" / "debian-trixie.toml").read_text().replace('suite = "trixie"', "")
     (tmp_path / "toolchains" / "debian-trixie.toml").write_text(trixie)
-    with pytest.raises(RecipeError, match="missing key 'suite'"):
+    with pytest.raises(RecipeError, match=r"missing required key\(s\) \['suite'\]") as err:
         load_toolchain(tmp_path, "debian-trixie")
+    assert err.value.where == str(tmp_path / "toolchains" / "debian-trixie.toml")
+    assert "not plan_only" in str(err.value.fix)
 
 
 def test_an_ep_the_platform_lacks_is_refused_with_what_it_has(
@@ -201,7 +203,7 @@ def test_gpu_android_and_arm_recipes_get_their_runners(project: Path, recipe_fro
         trixie,
         targets=("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "aarch64-linux-android"),
         ep_packages={"cuda": ("cuda-toolkit",), "nnapi": ()},
-        cross={},  # a toolchain that builds every target natively, on that target's runner
+        cross_targets={},  # a toolchain that builds every target natively, on that target's runner
     )
 
     def row(body: str, toolchain: ToolchainSpec = everything) -> dict[str, object]:
@@ -234,8 +236,24 @@ def test_runner_facts_cover_every_target_and_only_real_ep_targets() -> None:
         ci.parse_runner_facts(stray, targets, eps)
     typo = copy.deepcopy(data)
     typo["targets"]["arm64-apple-darwin"]["runs-on"] = ["macos-14"]
-    with pytest.raises(DataError, match="needs exactly the keys"):
+    with pytest.raises(DataError, match="unknown key 'runs-on'") as err:
         ci.parse_runner_facts(typo, targets, eps)
+    assert err.value.where == "ortdist/data/runners.toml key 'targets.arm64-apple-darwin.runs-on'"
+    assert err.value.fix == "did you mean 'runs_on'?"
+    empty = copy.deepcopy(data)
+    empty["providers"]["cuda"]["x86_64-unknown-linux-gnu"]["runs_on"] = []
+    with pytest.raises(DataError, match="non-empty list of runner labels") as err:
+        ci.parse_runner_facts(empty, targets, eps)
+    assert err.value.where == "ortdist/data/runners.toml key 'providers.cuda.x86_64-unknown-linux-gnu.runs_on'"
+    no_repair = copy.deepcopy(data)
+    del no_repair["repair"]["delocate"]
+    with pytest.raises(DataError, match=r"needs \[repair.delocate\]"):
+        ci.parse_runner_facts(no_repair, targets, eps)
+    wrong = copy.deepcopy(data)
+    wrong["workflow"]["timeout_minutes"] = "180"
+    with pytest.raises(DataError, match="must be a whole number") as err:
+        ci.parse_runner_facts(wrong, targets, eps)
+    assert err.value.where == "ortdist/data/runners.toml key 'workflow.timeout_minutes'"
 
 
 def test_cibuildwheel_only_where_it_fits(project: Path) -> None:

@@ -42,7 +42,7 @@ def test_cuda12_extends_debian_trixie(project: Path) -> None:
     assert set(cuda.ep_cmake) == {"xnnpack", "dnnl", "cuda"}
     assert "cuda" in cuda.available_eps and "cuda" not in base.available_eps
     # Narrowed targets drop the parent's cross tables.
-    assert cuda.targets == ("x86_64-unknown-linux-gnu",) and cuda.cross == {}
+    assert cuda.targets == ("x86_64-unknown-linux-gnu",) and cuda.cross_targets == {}
     # The parent's shims plus the child's own.
     assert {"re2", "protobuf", "cudnn_frontend"} <= set(cuda.shims)
     assert cuda.shims["re2"] == base.shims["re2"]
@@ -76,7 +76,9 @@ def test_a_child_change_leaves_the_parent_root_alone(project: Path, tmp_path: Pa
         (('extends = "debian-trixie"', 'extends = "debian-trixy"'), "did you mean 'debian-trixie'"),
         (("6d011159a158f3cf", "6d011159"), "sha256 \\(64 lowercase hex digits\\)"),
         (("6d011159a158f3cf", "6D011159A158F3CF"), "sha256 \\(64 lowercase hex digits\\)"),
-        (('python = "3.12"', 'pyhton = "3.12"'), "unknown key\\(s\\) pyhton"),
+        (('python = "3.12"', 'pyhton = "3.12"'), "unknown key 'pyhton'"),
+        (('version = "1.7.0"', "version = 1.7"), "must be a string"),
+        (('sha256 = "cb90', '# sha256 = "cb90'), "missing required key\\(s\\) \\['sha256'\\]"),
         (("[ep_cmake.cuda]", "[ep_cmake.cudaa]"), "\\[ep_cmake.cudaa\\] names an EP"),
     ],
 )
@@ -123,7 +125,10 @@ def test_a_child_table_of_the_same_ep_merges_key_by_key(project: Path, tmp_path:
     spec = load_toolchain(tmp_path, "cuda-extra")
     assert spec.ep_cmake["cuda"]["onnxruntime_NVCC_THREADS"] == "2"
     assert spec.ep_cmake["cuda"]["CMAKE_CUDA_HOST_COMPILER"] == "/usr/bin/g++-13"  # the parent's, kept
-    assert spec.ep_wheels["cuda"]["nvidia-cutlass"]["sha256"] == "0" * 64
+    assert spec.declaring("ep_cmake.cuda", "onnxruntime_NVCC_THREADS") == "cuda-extra"
+    assert spec.declaring("ep_cmake.cuda", "CMAKE_CUDA_HOST_COMPILER") == "cuda12"
+    assert spec.declaring("cmake", "eigen_DIR") == "debian-trixie"
+    assert spec.ep_wheels["cuda"]["nvidia-cutlass"].sha256 == "0" * 64
     assert "nvidia-cudnn-cu12" in spec.ep_wheels["cuda"]
 
 

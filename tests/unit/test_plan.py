@@ -202,3 +202,41 @@ def test_compiler_cache_is_a_plan_choice(project: Path) -> None:
     # Switching caches re-runs CMake but keeps the build tree (same sources, same sysroot).
     assert shared.configure_digest() != default.configure_digest()
     assert shared.tree_identity() == default.tree_identity()
+
+
+def test_each_define_says_where_it_came_from(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    recipe = recipe_from(
+        'execution_providers = ["xnnpack"]\n[cmake_defines]\nPython_EXECUTABLE = "/opt/py"\nEXTRA = "1"\n'
+    )
+    plan = plan_of(project, recipe, ())
+    src = plan.define_sources
+    assert list(src) == list(plan.cmake_defines)
+    assert src["CMAKE_BUILD_TYPE"] == "recipe build_type"
+    assert src["CMAKE_INSTALL_PREFIX"] == "ortdist"
+    assert src["CMAKE_CXX_COMPILER_LAUNCHER"] == "compiler cache ccache"
+    assert src["onnxruntime_DISABLE_RTTI"] == "recipe [features]"
+    assert src["onnxruntime_REDUCED_OPS_BUILD"] == "recipe [reduce]"
+    assert src["FETCHCONTENT_SOURCE_DIR_ONNX"] == "version 1.21.0"
+    assert src["eigen_DIR"] == "toolchain debian-trixie [cmake]"
+    assert src["onnxruntime_USE_XNNPACK"] == "ep xnnpack"
+    assert src["googlexnnpack_DIR"] == "toolchain debian-trixie [ep_cmake.xnnpack]"
+    # The recipe overrides the toolchain's Python: its value and source, in the toolchain's place.
+    names = list(plan.cmake_defines)
+    assert plan.cmake_defines["Python_EXECUTABLE"] == "/opt/py"
+    assert src["Python_EXECUTABLE"] == "recipe [cmake_defines]"
+    assert names.index("Python_EXECUTABLE") < names.index("onnxruntime_USE_XNNPACK")
+    shown = plan.summary()["cmake_defines"]
+    assert list(shown) == names
+    assert shown["EXTRA"] == {"value": "1", "from": "recipe [cmake_defines]"}
+
+
+def test_inherited_and_cross_defines_name_the_toolchain_file_that_states_them(project: Path) -> None:
+    trt = plan_of(project, load_recipe(project / "recipes" / "tensorrt-linux.toml")).define_sources
+    assert trt["CMAKE_CUDA_HOST_COMPILER"] == "toolchain cuda12 [ep_cmake.cuda]"  # through extends
+    assert trt["onnxruntime_TENSORRT_HOME"] == "toolchain cuda12-tensorrt [ep_cmake.tensorrt]"
+    assert trt["Protobuf_DIR"] == "toolchain debian-trixie [cmake]"
+    assert trt["onnxruntime_USE_CUDA"] == "ep tensorrt"  # cuda's too; the last to set it
+    assert trt["CMAKE_CUDA_COMPILER_LAUNCHER"] == "compiler cache ccache (ep tensorrt)"
+    assert trt["CMAKE_CUDA_ARCHITECTURES"] == "recipe [cuda]"
+    arm = plan_of(project, load_recipe(project / "recipes" / "slim-linux-aarch64.toml")).define_sources
+    assert arm["CMAKE_SYSROOT"] == "toolchain debian-trixie [cross.aarch64-unknown-linux-gnu.cmake]"

@@ -29,7 +29,7 @@ def test_debian_trixie_offers_bookworms_python_too(project: Path) -> None:
     spec = load_toolchain(project, "debian-trixie")
     assert spec.python == ("3.13",) and spec.python_versions == ("3.13", "3.11")
     facts = spec.extra_python["3.11"]
-    assert facts["suite"] == "bookworm" and "libpython3.11-dev" in facts["packages"]
+    assert facts.suite == "bookworm" and "libpython3.11-dev" in facts.packages
     # cuda12 inherits it along the extends chain
     assert load_toolchain(project, "cuda12").python_versions == ("3.13", "3.11")
 
@@ -51,7 +51,8 @@ def test_other_pythons_key_neither_the_root_nor_the_build_trees(project: Path, t
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('["3.11"]\nsuite = "bookworm"\npackages = []\n', "states exactly numpy, packages, suite"),
+        ('["3.11"]\nsuite = "bookworm"\npackages = []\n', "\"3.11\"': missing required key\\(s\\) \\['numpy'\\]"),
+        ('["3.11"]\nsuite = "bookworm"\npackages = []\nnumpy = "2"\nnumpi = "2"\n', "did you mean 'numpy'"),
         ('["3.13"]\nsuite = "bookworm"\npackages = []\nnumpy = "2"\n', "the root's own Python"),
         ('["three"]\nsuite = "bookworm"\npackages = []\nnumpy = "2"\n', "'three' is not a CPython version"),
         ('["3.11"\n', "not valid TOML"),

@@ -48,26 +48,33 @@ def test_every_ep_target_is_a_known_target() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mutate", "message"),
+    ("mutate", "key", "message"),
     [
-        (lambda d: d["cuda"].update(targets=["x86_64-pc-linux-musl"]), "unknown target"),
-        (lambda d: d["cuda"].update(provider="CPUExecutionProvider"), "already used by [cpu]"),
-        (lambda d: d["cuda"].update(cmake={"USE_CUDA": "ON"}), "is not an onnxruntime_* string define"),
-        (lambda d: d["cuda"].update(cmake={"onnxruntime_USE_CUDA": True}), "is not an onnxruntime_* string define"),
-        (lambda d: d["cuda"].update(provider="Cuda"), "must end in 'ExecutionProvider'"),
-        (lambda d: d["cuda"].update(colour="green"), "unknown key(s) ['colour']"),
-        (lambda d: d["cuda"].pop("static_link"), "missing key 'static_link'"),
-        (lambda d: d.pop("cpu"), "[cpu] must exist"),
-        (lambda d: d["cpu"].update(cmake={"onnxruntime_USE_CPU": "ON"}), "[cpu] must exist"),
+        (lambda d: d["cuda"].update(targets=["x86_64-pc-linux-musl"]), "cuda.targets", "unknown target"),
+        (lambda d: d["cuda"].update(provider="CPUExecutionProvider"), "cuda.provider", "already used by [cpu]"),
+        (lambda d: d["cuda"].update(cmake={"USE_CUDA": "ON"}), "cuda.cmake", "is not an onnxruntime_* define"),
+        (
+            lambda d: d["cuda"].update(cmake={"onnxruntime_USE_CUDA": True}),
+            "cuda.cmake.onnxruntime_USE_CUDA",
+            "must be a string",
+        ),
+        (lambda d: d["cuda"].update(provider="Cuda"), "cuda.provider", "must end in 'ExecutionProvider'"),
+        (lambda d: d["cuda"].update(colour="green"), "cuda.colour", "unknown key 'colour'"),
+        (lambda d: d["cuda"].update(static_link="no"), "cuda.static_link", "must be true or false"),
+        (lambda d: d["cuda"].pop("static_link"), "cuda", "missing required key(s) ['static_link']"),
+        (lambda d: d["cuda"].update(provider_library=""), "cuda.pip_library_dirs", "needs a provider_library"),
+        (lambda d: d.pop("cpu"), "", "[cpu] must exist"),
+        (lambda d: d["cpu"].update(cmake={"onnxruntime_USE_CPU": "ON"}), "", "[cpu] must exist"),
     ],
 )
-def test_invariants_are_checked_at_load(mutate: Any, message: str) -> None:
+def test_invariants_are_checked_at_load(mutate: Any, key: str, message: str) -> None:
     data = copy.deepcopy(raw_providers())
     mutate(data)
     with pytest.raises(DataError) as info:
         registry.parse_providers(data, registry.targets())
-    assert message in str(info.value)
-    assert "providers.toml" in str(info.value)
+    assert message in info.value.message
+    assert info.value.where == "ortdist/data/providers.toml" + (f" key '{key}'" if key else "")
+    assert info.value.fix
 
 
 def test_targets_table() -> None:
@@ -90,3 +97,33 @@ def test_ort_version_pins() -> None:
 def test_debian_pool_path_for_lib_packages() -> None:
     src = registry.DebianSource(package="libfoo", version="1.0", sha256="0" * 64)
     assert src.pool_path == "pool/main/libf/libfoo/libfoo_1.0.orig.tar.xz"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key", "message"),
+    [
+        (lambda d: d["1.21.0"]["source"].update(sha256="ABC"), '"1.21.0".source.sha256', "is not a lowercase sha256"),
+        (lambda d: d["1.21.0"]["deps"]["onnx"].update(sha256="0"), '"1.21.0".deps.onnx.sha256', "lowercase sha256"),
+        (lambda d: d["1.21.0"]["source"].update(kind="git"), '"1.21.0".source.kind', "'git' is not one of 'debian'"),
+        (lambda d: d["1.21.0"]["deps"]["onnx"].pop("pypi_sdist"), '"1.21.0".deps.onnx', "['pypi_sdist']"),
+        (lambda d: d["1.21.0"].update(python_require=[]), '"1.21.0".python_require', "did you mean"),
+    ],
+)
+def test_ort_version_pins_are_checked(mutate: Any, key: str, message: str) -> None:
+    data = copy.deepcopy(registry.load_data("ort_versions.toml"))
+    mutate(data)
+    with pytest.raises(DataError) as info:
+        registry.parse_ort_versions(data)
+    assert message in str(info.value)
+    assert info.value.where == f"ortdist/data/ort_versions.toml key '{key}'"
+
+
+def test_a_target_states_both_wheel_facts_or_neither() -> None:
+    data = copy.deepcopy(registry.load_data("targets.toml"))
+    data["arm64-apple-darwin"]["wheel_platform"] = ""
+    with pytest.raises(DataError, match="both set or both empty") as info:
+        registry.parse_targets(data)
+    assert info.value.where == "ortdist/data/targets.toml key 'arm64-apple-darwin'"
+    data["arm64-apple-darwin"]["triple"] = "x"
+    with pytest.raises(DataError, match="unknown key 'triple'"):  # the name is the table's, not a key
+        registry.parse_targets(data)

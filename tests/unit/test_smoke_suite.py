@@ -1,13 +1,26 @@
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ortdist.errors import CheckError
+from ortdist import registry
+from ortdist.errors import CheckError, DataError
 from ortdist.smoke.env import choose
-from ortdist.smoke.suite import ModelFiles, expectations, judge, judge_case, missing_ops, plan_cases, regressions
+from ortdist.smoke.suite import (
+    ModelFiles,
+    devices,
+    expectations,
+    judge,
+    judge_case,
+    missing_ops,
+    parse_smoke_facts,
+    plan_cases,
+    regressions,
+    smoke_facts,
+)
 from ortdist.smoke.wheelinfo import WheelInfo, glibc_floor
 
 FILES = [
@@ -210,3 +223,38 @@ def test_a_crashing_case_is_recorded_and_the_runner_resumes_after_it(tmp_path: P
     assert crash_signal(-11) == "SIGSEGV" and crash_signal(139) == "SIGSEGV" and crash_signal(3) == "exit status 3"
     (tmp_path / "running.txt").write_text("")  # killed before the index was written
     assert not record_crash(tmp_path, 137)
+
+
+def test_smoke_facts_load_and_devices_stay_plain_objects_for_the_runner() -> None:
+    facts = smoke_facts()
+    assert facts.models["qdq_cnn"].atol == 0.0500001 and facts.models["control_flow"].rtol == 0.0
+    assert expectations()["XnnpackExecutionProvider"].ops == ("Conv", "Gemm", "MaxPool", "QLinearConv")
+    assert expectations()["CUDAExecutionProvider"].device == "cuda"
+    assert devices()["cuda"] == {
+        "label": "GPU",
+        "runtime": "libcudart.so.12",
+        "count": "cudaGetDeviceCount",
+        "error_string": "cudaGetErrorString",
+    }
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key", "message"),
+    [
+        (lambda d: d["providers"]["cpu"].update(must_take="most"), "providers.cpu.must_take", "is not one of"),
+        (lambda d: d["providers"]["cpu"].update(model=[]), "providers.cpu.model", "did you mean 'models'"),
+        (lambda d: d["providers"].update(cpx=d["providers"]["cpu"]), "providers.cpx", "unknown EP 'cpx'"),
+        (lambda d: d["providers"]["cpu"].update(models=["cnm"]), "providers.cpu.models", "unknown model(s) ['cnm']"),
+        (lambda d: d["providers"]["cuda"].update(device="tpu"), "providers.cuda.device", "unknown device 'tpu'"),
+        (lambda d: d["providers"]["xnnpack"].update(device="cuda"), "providers.xnnpack.device", "provider_library"),
+        (lambda d: d["devices"]["cuda"].pop("count"), "devices.cuda", "missing required key(s) ['count']"),
+        (lambda d: d["models"]["cnn"].update(atol="1e-4"), "models.cnn.atol", "must be a number"),
+    ],
+)
+def test_bad_smoke_facts_are_refused(mutate: Any, key: str, message: str) -> None:
+    data = copy.deepcopy(registry.load_data("smoke.toml"))
+    mutate(data)
+    with pytest.raises(DataError) as info:
+        parse_smoke_facts(data)
+    assert message in str(info.value)
+    assert info.value.where == f"ortdist/data/smoke.toml key '{key}'"

@@ -74,3 +74,54 @@ def test_wrapped_commands_echo_as_the_inner_command(project: Path) -> None:
     argv = tc.wrap(Path("/cache/sysroots/debian-trixie-abc"), ["ninja", "-C", "/ortdist/build"])
     assert format_command(argv) == "+ [debian-trixie-abc] ninja -C /ortdist/build"
     assert format_command(argv, full=True).startswith("+ unshare --mount")
+
+
+def test_a_key_is_checked_in_the_file_that_has_it(project: Path, tmp_path: Path) -> None:
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    parent = tmp_path / "toolchains" / "debian-trixie.toml"
+    parent.write_text(parent.read_text().replace("[python_tools]", "[python_tool]"))
+    with pytest.raises(RecipeError, match="unknown key 'python_tool'") as err:
+        load_toolchain(tmp_path, "cuda12")  # the child names the parent with the typo
+    assert err.value.where == f"{parent} key 'python_tool'"
+    assert err.value.fix == "did you mean 'python_tools'?"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "message"),
+    [
+        ('python = []\ntargets = ["x86_64-unknown-linux-gnu"]\n', "", "missing required key(s) ['kind']"),
+        ('kind = "k"\nplan_only = true\nneeds = "x"\npython = "3.13"\ntargets = []\n', "python", "must be a list"),
+        ('kind = "k"\nplan_only = "yes"\n', "plan_only", "must be true or false"),
+        ('kind = "k"\n[cross.t]\nhost = "h"\n', "cross.t", "missing required key(s) ['dpkg_arch'"),
+        ('kind = "k"\n[clean_root]\npackage = []\n', "clean_root.package", "unknown key 'package'"),
+        (
+            'kind = "k"\nplan_only = true\nneeds = "x"\npython = []\ntargets = []\n[cmake]\nX = 1\n',
+            "cmake.X",
+            "must be a string",
+        ),
+    ],
+)
+def test_mistyped_toolchains_name_file_and_key(tmp_path: Path, text: str, key: str, message: str) -> None:
+    (tmp_path / "toolchains").mkdir()
+    path = tmp_path / "toolchains" / "t.toml"
+    path.write_text(text)
+    with pytest.raises(RecipeError) as err:
+        load_toolchain(tmp_path, "t")
+    assert message in err.value.message
+    assert err.value.where == str(path) + (f" key '{key}'" if key else "")
+
+
+def test_a_non_utf8_toolchain_is_a_recipe_error(tmp_path: Path) -> None:
+    (tmp_path / "toolchains").mkdir()
+    (tmp_path / "toolchains" / "t.toml").write_bytes(b'kind = "\xff"\n')
+    with pytest.raises(RecipeError, match="not UTF-8 text"):
+        load_toolchain(tmp_path, "t")
+
+
+def test_cross_targets_are_typed(project: Path) -> None:
+    spec = load_toolchain(project, "debian-trixie")
+    arm = spec.cross_targets["aarch64-unknown-linux-gnu"]
+    assert (arm.host, arm.dpkg_arch, arm.emulator) == ("x86_64-unknown-linux-gnu", "arm64", "qemu-aarch64")
+    assert arm.env["_PYTHON_HOST_PLATFORM"] == "linux-aarch64"
+    assert spec.cross_facts("aarch64-unknown-linux-gnu", "cmake")["CMAKE_SYSROOT"] == "/ortdist/target"
+    assert load_toolchain(project, "cuda12").cross_targets == {}

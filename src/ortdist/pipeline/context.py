@@ -7,12 +7,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from ..fsutil import sha256_file
 from ..paths import Cache
 from ..plan import BuildPlan
 from ..toolchains import Toolchain
+from ..toolchains.spec import CrossTarget
 from .layout import Layout, Roots
 from .runner import Command, Runner
 
@@ -61,6 +62,6 @@ class BuildContext:
         return self.plan.toolchain.tool_prefix(self.plan.target.triple) + name
 
     @property
-    def cross(self) -> dict[str, Any] | None:
-        """The toolchain's [cross.<triple>] facts for a cross target (emulator, library_path...)."""
-        return self.plan.toolchain.cross.get(self.plan.target.triple)
+    def cross(self) -> CrossTarget | None:
+        """The toolchain's [cross.<triple>] facts when the target is cross-built (emulator, libraries)."""
+        return self.plan.toolchain.cross_targets.get(self.plan.target.triple)

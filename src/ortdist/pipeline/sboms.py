@@ -17,7 +17,6 @@ SBOM_IN_ARCHIVE = Path("share/doc/onnxruntime") / sbom.SBOM_NAME
 
 def sbom_inputs(ctx: BuildContext, state: BuildState, bundled: list[sbom.BundledFile]) -> sbom.SbomInputs:
     roots = state.roots
-    cross = ctx.cross or {}
     return sbom.SbomInputs(
         plan=ctx.plan,
         recipe_path=f"recipes/{ctx.recipe_path.name}",
@@ -28,7 +27,7 @@ def sbom_inputs(ctx: BuildContext, state: BuildState, bundled: list[sbom.Bundled
         source_date_epoch=ctx.source_date_epoch(),
         bundled=bundled,
         target_packages=roots.target_packages,
-        target_arch=str(cross.get("dpkg_arch", "")),
+        target_arch=ctx.cross.dpkg_arch if ctx.cross else "",
     )
 
 

@@ -1,114 +1,25 @@
-"""TOML -> Recipe, refusing anything unknown or mistyped with the file, the key and a did-you-mean."""
+"""TOML -> Recipe: the typed conversion (config.py) refuses unknown or mistyped keys; the checks here
+need the registry or several fields at once."""
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import re
-import tomllib
-import types
-import typing
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
 
 from .. import registry
+from ..config import convert, did_you_mean, parse_toml, read_toml
 from ..errors import RecipeError
 from .model import Recipe
 
-T = TypeVar("T")
-
-
-def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else ""
+__all__ = ["did_you_mean", "load_recipe", "load_recipe_text", "validate"]
 
 
 def _fix(hint: str, fallback: str) -> str:
     return hint if hint else fallback
 
 
-def _where(origin: str, key: str) -> str:
-    return f"{origin} key '{key}'" if key else origin
-
-
-def _coerce(value: Any, hint: Any, origin: str, key: str) -> Any:
-    """Check ``value`` against the type ``hint`` and convert lists to tuples, tables to dataclasses."""
-    where = _where(origin, key)
-    origin_type = typing.get_origin(hint)
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, dict):
-            raise RecipeError(f"must be a table, got {type(value).__name__}", where=where)
-        return _build(hint, value, origin, key)  # type: ignore[arg-type]
-    if origin_type is Literal:
-        allowed = typing.get_args(hint)
-        if value not in allowed:
-            hint_text = did_you_mean(str(value), [str(a) for a in allowed])
-            raise RecipeError(
-                f"{value!r} is not one of {', '.join(repr(a) for a in allowed)}",
-                where=where,
-                fix=_fix(hint_text, f"use one of {list(allowed)}"),
-            )
-        return value
-    if origin_type is tuple:
-        (item,) = {a for a in typing.get_args(hint) if a is not Ellipsis}
-        if not isinstance(value, list):
-            raise RecipeError(f"must be a list, got {type(value).__name__}", where=where)
-        return tuple(_coerce(v, item, origin, f"{key}[{i}]") for i, v in enumerate(value))
-    if origin_type in (Mapping, dict) or hint is Mapping:
-        if not isinstance(value, dict):
-            raise RecipeError(f"must be a table, got {type(value).__name__}", where=where)
-        for k, v in value.items():
-            if not isinstance(v, str):
-                shown = str(v).upper() if isinstance(v, bool) else v
-                raise RecipeError(
-                    f"must be a string, got {type(v).__name__}",
-                    where=_where(origin, f"{key}.{k}"),
-                    fix=f'quote it: {k} = "{shown}"',
-                )
-        return types.MappingProxyType(dict(value))
-    if hint is bool and not isinstance(value, bool):
-        raise RecipeError(f"must be true or false, got {value!r}", where=where)
-    if hint is str and not isinstance(value, str):
-        raise RecipeError(f"must be a string, got {type(value).__name__} {value!r}", where=where)
-    return value
-
-
-def _build(cls: type[T], data: dict[str, Any], origin: str, prefix: str = "") -> T:
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    hints = typing.get_type_hints(cls)
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        dotted = f"{prefix}.{key}" if prefix else key
-        if key not in fields:
-            raise RecipeError(
-                f"unknown key '{key}'",
-                where=_where(origin, dotted),
-                fix=_fix(did_you_mean(key, fields), f"allowed keys: {', '.join(sorted(fields))}"),
-            )
-        kwargs[key] = _coerce(value, hints[key], origin, dotted)
-    required = [
-        name
-        for name, f in fields.items()
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    missing = [name for name in required if name not in kwargs]
-    if missing:
-        raise RecipeError(
-            f"missing required key(s) {missing}",
-            where=_where(origin, prefix),
-            fix=f'add {missing[0]} = "..."' + (f" under [{prefix}]" if prefix else " at the top of the recipe"),
-        )
-    return cls(**kwargs)
-
-
-def load_recipe_text(text: str, origin: Path) -> Recipe:
-    """Parse and validate a recipe; ``origin`` names the file in every error."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RecipeError(f"not valid TOML: {exc}", where=str(origin)) from exc
-    recipe = _build(Recipe, data, str(origin))
+def _load(data: dict[str, object], origin: Path) -> Recipe:
+    recipe = convert(Recipe, data, origin=str(origin), error=RecipeError)
     validate(recipe, origin)
     if "cuda" in data and not registry.cuda_eps() & set(recipe.execution_providers):
         # Even a [cuda] table that states the defaults: it says the author expects CUDA kernels.
@@ -120,14 +31,13 @@ def load_recipe_text(text: str, origin: Path) -> Recipe:
     return recipe
 
 
+def load_recipe_text(text: str, origin: Path) -> Recipe:
+    """Parse and validate a recipe; ``origin`` names the file in every error."""
+    return _load(parse_toml(text, str(origin), RecipeError), origin)
+
+
 def load_recipe(path: Path) -> Recipe:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RecipeError(
-            f"cannot read recipe: {exc.strerror}", where=str(path), fix="pass a path to recipes/<name>.toml"
-        ) from exc
-    return load_recipe_text(text, path)
+    return _load(read_toml(path, RecipeError, unreadable_fix="pass a path to recipes/<name>.toml"), path)
 
 
 def validate(recipe: Recipe, origin: Path) -> None:

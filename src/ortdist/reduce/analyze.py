@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import functools
 import json
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from ..config import convert, dotted, where
 from ..errors import DataError, ModelError
+from ..registry import data_origin, load_data
 from .ortformat import ELEMENT_TYPES, OrtGraph, read_ort_model
 
 ONNX_DOMAIN = "ai.onnx"
@@ -41,41 +42,43 @@ class Tracking:
     outputs: tuple[int, ...] = ()
     triple: bool = False
 
-    def __post_init__(self) -> None:
-        if not (self.inputs or self.outputs or self.triple):
-            raise DataError("a tracked operator must track an input, an output or a triple", where="type_tracking.toml")
+
+@dataclass(frozen=True, kw_only=True)
+class TypeTrackingFile:
+    """data/type_tracking.toml: [input0] domain -> ops tracking input 0; [track."<domain>:<op>"] the rest."""
+
+    input0: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    track: Mapping[str, Tracking] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def parse_type_tracking(data: dict[str, Any]) -> dict[str, Tracking]:
+    """ "domain:op" -> Tracking, with the table's invariants checked."""
+    origin = data_origin("type_tracking.toml")
+    tables = convert(TypeTrackingFile, data, origin=origin, error=DataError)
+    entries = [
+        (dotted("input0", d), f"{d}:{op}", Tracking(inputs=(0,))) for d, ops in tables.input0.items() for op in ops
+    ]
+    entries += [(dotted("track", key), key, tracking) for key, tracking in tables.track.items()]
+    table: dict[str, Tracking] = {}
+    for place, key, tracking in entries:
+        if key in table:
+            raise DataError(f"operator {key} is listed twice", where=where(origin, place), fix="keep one entry")
+        if key.count(":") != 1:
+            raise DataError(f"key {key!r} is not 'domain:op'", where=where(origin, place), fix='e.g. "ai.onnx:Cast"')
+        if not (tracking.inputs or tracking.outputs or tracking.triple):
+            raise DataError(
+                "a tracked operator must track an input, an output or a triple",
+                where=where(origin, place),
+                fix="set inputs, outputs or triple = true, or drop the entry (its kernels keep all types)",
+            )
+        table[key] = tracking
+    return table
 
 
 @functools.cache
 def type_tracking() -> dict[str, Tracking]:
-    """ "domain:op" -> Tracking, loaded from data/type_tracking.toml with its invariants checked."""
-    where = "ortdist/data/type_tracking.toml"
-    data = tomllib.loads(resources.files("ortdist.data").joinpath("type_tracking.toml").read_text(encoding="utf-8"))
-    table: dict[str, Tracking] = {}
-
-    def add(key: str, tracking: Tracking) -> None:
-        if key in table:
-            raise DataError(f"operator {key} is listed twice", where=where)
-        if key.count(":") != 1:
-            raise DataError(f"key {key!r} is not 'domain:op'", where=where)
-        table[key] = tracking
-
-    for domain, ops in data.get("input0", {}).items():
-        for op in ops:
-            add(f"{domain}:{op}", Tracking(inputs=(0,)))
-    for key, spec in data.get("track", {}).items():
-        unknown = set(spec) - {"inputs", "outputs", "triple"}
-        if unknown:
-            raise DataError(f"operator {key}: unknown keys {sorted(unknown)}", where=where)
-        add(
-            key,
-            Tracking(
-                inputs=tuple(spec.get("inputs", ())),
-                outputs=tuple(spec.get("outputs", ())),
-                triple=bool(spec.get("triple", False)),
-            ),
-        )
-    return table
+    """ "domain:op" -> Tracking, loaded from data/type_tracking.toml."""
+    return parse_type_tracking(load_data("type_tracking.toml"))
 
 
 @dataclass

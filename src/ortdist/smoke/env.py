@@ -186,7 +186,7 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
                 toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds), on_line=lambda _l: None, log=log
             )
 
-    emulator = str(toolchain.spec.cross[choice.triple]["emulator"]) if choice.kind == "emulated" else ""
+    emulator = toolchain.spec.cross_targets[choice.triple].emulator if choice.kind == "emulated" else ""
     if choice.kind == "root" and info.python in toolchain.spec.extra_python:
         venv_cmds = overlay_venv_commands(python_layout(info.python)["executable"], f"{here}/venv")
     else:

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .suite import Tolerance
+
 OPSET = 17  # LayerNormalization needs 17; ORT 1.21 runs 7..22
 IR_VERSION = 10  # opset 21 (the QDQ model) needs IR 10; ORT 1.21 reads up to IR 10
 
@@ -345,22 +347,18 @@ def reference_models(names: list[str] | None = None) -> list[ReferenceModel]:
     return [BUILDERS[name]() for name in (names or list(BUILDERS))]
 
 
-@dataclass(frozen=True)
-class Tolerance:
-    atol: float
-    rtol: float
-
-
 @functools.cache
 def tolerances() -> dict[str, Tolerance]:
-    import tomllib
-    from importlib import resources
+    """Reference model -> its tolerance ([models] of data/smoke.toml); every model needs one."""
+    from ..errors import DataError
+    from .suite import smoke_facts
 
-    data = tomllib.loads(resources.files("ortdist.data").joinpath("smoke.toml").read_text(encoding="utf-8"))
-    out = {name: Tolerance(atol=float(t["atol"]), rtol=float(t["rtol"])) for name, t in data["models"].items()}
+    out = dict(smoke_facts().models)
     missing = set(BUILDERS) - set(out)
     if missing:
-        from ..errors import DataError
-
-        raise DataError(f"no tolerance for reference model(s) {sorted(missing)}", where="ortdist/data/smoke.toml")
+        raise DataError(
+            f"no tolerance for reference model(s) {sorted(missing)}",
+            where="ortdist/data/smoke.toml",
+            fix=f"add [models.{sorted(missing)[0]}] with atol and rtol",
+        )
     return out

@@ -136,7 +136,7 @@ def smoke_wheel(
     info = read_wheel(wheel)
     glibc_major, glibc_minor = (int(x) for x in toolchain.spec.glibc.split(".")[:2])
     targets = registry.targets()
-    emulated = {targets[t].arch: t for t in toolchain.spec.cross if t in targets}
+    emulated = {targets[t].arch: t for t in toolchain.spec.cross_targets if t in targets}
     choice = env.choose(
         info,
         toolchain.spec.python_versions,

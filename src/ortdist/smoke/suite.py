@@ -5,79 +5,114 @@ Facts about what each EP must prove live in ``data/smoke.toml``; nothing here na
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
-import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal
 
 from .. import registry
+from ..config import KEY, convert, where
 from ..errors import DataError
 
-MUST_TAKE = ("all", "any", "none")
+MustTake = Literal["all", "any", "none"]
+_ORIGIN = registry.data_origin("smoke.toml")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class Tolerance:
+    """|got - expected| <= atol + rtol * |expected| for a reference model's outputs ([models.<name>])."""
+
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class Expectation:
-    ep: str
-    provider: str
+    """What an EP must prove on the reference models ([providers.<ep>], ep a registry name)."""
+
+    ep: str = field(metadata=KEY)
     models: tuple[str, ...]
-    must_take: str
-    ops: tuple[str, ...]
-    node_tests: bool
+    must_take: MustTake
+    ops: tuple[str, ...] = ()
+    node_tests: bool = False
     compiles: bool = False
     note: str = ""
     device: str = ""  # a [devices] entry: the EP's cases need that device
 
+    @property
+    def provider(self) -> str:
+        """The EP's provider class name (the registry's, so smoke.toml cannot disagree with it)."""
+        return registry.providers()[self.ep].provider
 
-DEVICE_KEYS = frozenset({"label", "runtime", "count", "error_string"})
+
+@dataclass(frozen=True, kw_only=True)
+class Device:
+    """How the runner asks a vendor runtime whether the machine has the device ([devices.<name>])."""
+
+    label: str
+    runtime: str
+    count: str
+    error_string: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeFacts:
+    """data/smoke.toml."""
+
+    models: Mapping[str, Tolerance]
+    providers: Mapping[str, Expectation]
+    devices: Mapping[str, Device] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def parse_smoke_facts(data: dict[str, Any]) -> SmokeFacts:
+    """smoke.toml's tables, checked against the EP registry and each other."""
+    facts = convert(SmokeFacts, data, origin=_ORIGIN, error=DataError)
+    eps = registry.providers()
+    for name, exp in facts.providers.items():
+        if name not in eps:
+            raise DataError(
+                f"unknown EP {name!r}", where=where(_ORIGIN, f"providers.{name}"), fix="use a name of providers.toml"
+            )
+        unknown = sorted(set(exp.models) - set(facts.models))
+        if unknown:
+            raise DataError(
+                f"unknown model(s) {unknown}",
+                where=where(_ORIGIN, f"providers.{name}.models"),
+                fix=f"reference models: {', '.join(facts.models)}",
+            )
+        if exp.device and exp.device not in facts.devices:
+            raise DataError(
+                f"unknown device {exp.device!r}",
+                where=where(_ORIGIN, f"providers.{name}.device"),
+                fix=f"add a [devices.{exp.device}] entry",
+            )
+        if exp.device and not eps[name].provider_library:
+            raise DataError(
+                "an EP on a device needs a provider_library in providers.toml to probe",
+                where=where(_ORIGIN, f"providers.{name}.device"),
+                fix=f"set provider_library of [{name}] in providers.toml, or drop device",
+            )
+    return facts
+
+
+@functools.cache
+def smoke_facts() -> SmokeFacts:
+    return parse_smoke_facts(registry.load_data("smoke.toml"))
 
 
 @functools.cache
 def expectations() -> dict[str, Expectation]:
     """Per-provider expectations keyed by provider class name, checked against the EP registry."""
-    text = resources.files("ortdist.data").joinpath("smoke.toml").read_text(encoding="utf-8")
-    data = tomllib.loads(text)
-    eps = registry.providers()
-    devices = data.get("devices", {})
-    for name, entry in devices.items():
-        if set(entry) != DEVICE_KEYS:
-            raise DataError(
-                f"a device states exactly {sorted(DEVICE_KEYS)}", where=f"ortdist/data/smoke.toml [devices.{name}]"
-            )
-    out: dict[str, Expectation] = {}
-    for name, entry in data.get("providers", {}).items():
-        where = f"ortdist/data/smoke.toml [providers.{name}]"
-        if name not in eps:
-            raise DataError(f"unknown EP {name!r}", where=where)
-        if entry["must_take"] not in MUST_TAKE:
-            raise DataError(f"must_take must be one of {MUST_TAKE}", where=where)
-        unknown = set(entry["models"]) - set(data["models"])
-        if unknown:
-            raise DataError(f"unknown model(s) {sorted(unknown)}", where=where)
-        out[eps[name].provider] = Expectation(
-            ep=name,
-            provider=eps[name].provider,
-            models=tuple(entry["models"]),
-            must_take=entry["must_take"],
-            ops=tuple(entry.get("ops", ())),
-            node_tests=bool(entry.get("node_tests", False)),
-            compiles=bool(entry.get("compiles", False)),
-            note=str(entry.get("note", "")),
-            device=str(entry.get("device", "")),
-        )
-        if entry.get("device") and entry["device"] not in devices:
-            raise DataError(f"unknown device {entry['device']!r}: add a [devices] entry", where=where)
-        if entry.get("device") and not eps[name].provider_library:
-            raise DataError("an EP on a device needs a provider_library in providers.toml to probe", where=where)
-    return out
+    return {exp.provider: exp for exp in smoke_facts().providers.values()}
 
 
 @functools.cache
 def devices() -> dict[str, dict[str, str]]:
-    text = resources.files("ortdist.data").joinpath("smoke.toml").read_text(encoding="utf-8")
-    return {name: dict(entry) for name, entry in tomllib.loads(text).get("devices", {}).items()}
+    """Device name -> the probe facts the runner is given (a JSON object)."""
+    return {name: dataclasses.asdict(device) for name, device in smoke_facts().devices.items()}
 
 
 def device_probes(claimed: list[str]) -> dict[str, dict[str, str]]:

@@ -232,24 +232,23 @@ class DebianSysroot:
         found: dict[str, Path] = {}
         for dist, facts in sorted(self.spec.all_wheels().items()):
             # Keyed by the pin itself: a changed pin downloads afresh instead of failing on the old file.
-            house = cache.downloads / "ep-wheels" / f"{dist}-{facts['version']}-{facts['sha256'][:12]}"
+            house = cache.downloads / "ep-wheels" / f"{dist}-{facts.version}-{facts.sha256[:12]}"
             house.mkdir(parents=True, exist_ok=True)
             requirement = house / "requirement.txt"
-            requirement.write_text(f"{dist}=={facts['version']} --hash=sha256:{facts['sha256']}\n", encoding="utf-8")
+            requirement.write_text(f"{dist}=={facts.version} --hash=sha256:{facts.sha256}\n", encoding="utf-8")
             wheels = sorted(house.glob("*.whl"))
             if not wheels:
-                argv = pip_download_argv(house, facts.get("python", self.spec.python[0]), [])
+                argv = pip_download_argv(house, facts.python or self.spec.python[0], [])
                 run.capture(
                     [*argv, "--no-deps", "--require-hashes", "-r", str(requirement)],
                     error=ToolchainError,
-                    what=f"downloading {dist}=={facts['version']} from PyPI (sha256 pinned in {self.spec.name})",
+                    what=f"downloading {dist}=={facts.version} from PyPI (sha256 pinned in {self.spec.name})",
                 )
                 wheels = sorted(house.glob("*.whl"))
-            if len(wheels) != 1 or sha256_file(wheels[0]) != facts["sha256"]:
+            if len(wheels) != 1 or sha256_file(wheels[0]) != facts.sha256:
                 remove_tree(house)
                 raise ToolchainError(
-                    f"{dist}=={facts['version']}: the download does not match the pinned sha256 "
-                    f"{facts['sha256'][:12]}…",
+                    f"{dist}=={facts.version}: the download does not match the pinned sha256 {facts.sha256[:12]}…",
                     fix=f"check [ep_wheels] in toolchains/{self.spec.name}.toml against PyPI's file list",
                 )
             found[dist] = wheels[0]
@@ -269,11 +268,11 @@ class DebianSysroot:
 
     # --- cross targets ------------------------------------------------------------------------
     def target_root_path(self, cache: Cache, triple: str, clean: bool = False) -> Path:
-        cross = self.spec.cross[triple]
-        packages = cross["clean_packages"] if clean else cross["packages"]
-        digest = sha256_text(TARGET_LAYOUT, self.spec.suite, self.spec.mirror, cross["dpkg_arch"], *packages)
+        cross = self.spec.cross_targets[triple]
+        packages = cross.clean_packages if clean else cross.packages
+        digest = sha256_text(TARGET_LAYOUT, self.spec.suite, self.spec.mirror, cross.dpkg_arch, *packages)
         kind = "clean" if clean else "target"
-        return cache.sysroots / f"{self.spec.name}-{cross['dpkg_arch']}-{kind}-{digest[:12]}"
+        return cache.sysroots / f"{self.spec.name}-{cross.dpkg_arch}-{kind}-{digest[:12]}"
 
     def ensure_clean_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
         """The target's bare Python only (no build dependency): where a cross-built wheel is checked,
@@ -289,9 +288,9 @@ class DebianSysroot:
         final = self.target_root_path(cache, triple, clean)
         if (final / STAMP).is_file():
             return final
-        cross = self.spec.cross[triple]
-        arch = cross["dpkg_arch"]
-        packages = cross["clean_packages"] if clean else cross["packages"]
+        cross = self.spec.cross_targets[triple]
+        arch = cross.dpkg_arch
+        packages = cross.clean_packages if clean else cross.packages
         status.info(f"creating target sysroot {final.name} ({arch}, {len(packages)} packages)")
         with temp_sibling_dir(final) as tmp:
             state = tmp.parent / f".{final.name}.apt-state"
@@ -352,9 +351,7 @@ class DebianSysroot:
     # --- other CPython versions ------------------------------------------------------------------
     def python_overlay_path(self, cache: Cache, version: str) -> Path:
         facts = self.spec.extra_python[version]
-        digest = sha256_text(
-            PYTHON_LAYOUT, self.spec.mirror, facts["suite"], *facts["packages"], f"numpy=={facts['numpy']}"
-        )
+        digest = sha256_text(PYTHON_LAYOUT, self.spec.mirror, facts.suite, *facts.packages, f"numpy=={facts.numpy}")
         return cache.sysroots / f"{self.spec.name}-python{version}-{digest[:12]}"
 
     def ensure_python_overlay(self, cache: Cache, build_root: Path, version: str, log: TextIO) -> Path:
@@ -365,14 +362,14 @@ class DebianSysroot:
         if (final / STAMP).is_file():
             return final
         facts = self.spec.extra_python[version]
-        status.info(f"unpacking CPython {version} from Debian {facts['suite']} into {final.name}")
+        status.info(f"unpacking CPython {version} from Debian {facts.suite} into {final.name}")
         with temp_sibling_dir(final) as tmp:
             state = tmp.parent / f".{final.name}.apt-state"
             remove_tree(state)
             for sub in ("lists/partial", "cache/archives/partial", "parts", "debs"):
                 (state / sub).mkdir(parents=True)
             (state / "status").write_text("")
-            (state / "sources.list").write_text(f"deb {self.spec.mirror} {facts['suite']} main\n")
+            (state / "sources.list").write_text(f"deb {self.spec.mirror} {facts.suite} main\n")
             apt_state = Path("/ortdist/apt-state")
             options = [
                 f"-oDir::Etc::SourceList={apt_state}/sources.list",
@@ -383,36 +380,36 @@ class DebianSysroot:
                 [
                     shlex.join(["apt-get", *options, "update", "-q"]),
                     f"cd {apt_state}/debs",
-                    shlex.join(["apt-get", *options, "download", "-q", *facts["packages"]]),
+                    shlex.join(["apt-get", *options, "download", "-q", *facts.packages]),
                 ]
             )
             run.call(
                 self.wrap(build_root, ["/bin/sh", "-c", script], binds=[Bind(state, apt_state)]),
                 log=log,
                 error=ToolchainError,
-                what=f"downloading CPython {version} from Debian {facts['suite']}",
+                what=f"downloading CPython {version} from Debian {facts.suite}",
             )
             versions = unpack_debs(state / "debs", tmp, log)
-            missing = sorted(set(facts["packages"]) - set(versions))
+            missing = sorted(set(facts.packages) - set(versions))
             if missing:
                 raise ToolchainError(
-                    f"Debian {facts['suite']} did not provide {', '.join(missing)}",
+                    f"Debian {facts.suite} did not provide {', '.join(missing)}",
                     where=f"toolchains/{self.spec.name}/pythons.toml [{version!r}]",
                     fix="check the package names against that suite",
                 )
             relativize_symlinks(tmp)
             house = cache.wheelhouse(version)
             house.mkdir(parents=True, exist_ok=True)
-            numpy = f"numpy=={facts['numpy']}"
+            numpy = f"numpy=={facts.numpy}"
             run.capture(pip_download_argv(house, version, [numpy]), error=ToolchainError, what=f"downloading {numpy}")
             tag = f"cp{version.replace('.', '')}"
-            wheels = sorted(house.glob(f"numpy-{facts['numpy']}-{tag}-{tag}-*.whl"))
+            wheels = sorted(house.glob(f"numpy-{facts.numpy}-{tag}-{tag}-*.whl"))
             if not wheels:
                 raise ToolchainError(f"no {numpy} wheel for CPython {version} in {house}", fix="check the pin")
             with zipfile.ZipFile(wheels[0]) as archive:
                 archive.extractall(tmp / "site-packages")
-            info = {"toolchain": self.spec.name, "python": version, "suite": facts["suite"], "installed": versions}
-            info["numpy"] = facts["numpy"]
+            info = {"toolchain": self.spec.name, "python": version, "suite": facts.suite, "installed": versions}
+            info["numpy"] = facts.numpy
             (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             remove_tree(state)
             tmp.rename(final)

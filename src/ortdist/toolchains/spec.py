@@ -1,17 +1,99 @@
-"""Toolchain specs: ``toolchains/<name>.toml`` loaded into a frozen dataclass."""
+"""Toolchain specs: ``toolchains/<name>.toml`` (and its ``extends`` chain) read into frozen dataclasses.
+
+``ToolchainFile`` is the file as written (config.py refuses unknown or mistyped keys, per file);
+``ToolchainSpec`` is what the rest of ortdist uses: the chain merged, with its digests and shims.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal
 
+from ..config import construct, convert_fields, convert_table, did_you_mean, dotted, read_toml, where
 from ..errors import RecipeError
 from ..fsutil import sha256_file, sha256_text
-from ..recipe.load import did_you_mean
+
+
+def _empty() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, kw_only=True)
+class CleanRoot:
+    """[clean_root]: the bare root wheels are checked in."""
+
+    packages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossTarget:
+    """[cross.<triple>]: a target built on ``host`` with a cross compiler and run under ``emulator``."""
+
+    host: str
+    dpkg_arch: str
+    tool_prefix: str
+    host_packages: tuple[str, ...]  # into the build root: the cross compiler, the emulator
+    packages: tuple[str, ...]  # the target's own libraries, unpacked into a sysroot of their own
+    clean_packages: tuple[str, ...]  # the target's bare Python, where a cross-built wheel is checked
+    emulator: str
+    cmake: Mapping[str, str]
+    env: Mapping[str, str] = field(default_factory=_empty)
+    glibc: str = ""
+    library_path: tuple[str, ...] = ()  # where auditwheel finds the target's libraries to graft
+
+
+@dataclass(frozen=True, kw_only=True)
+class PinnedWheel:
+    """[ep_wheels.<ep>.<distribution>]: a PyPI wheel unpacked into the build root, pinned by hash."""
+
+    version: str
+    sha256: str
+    python: str = ""  # the CPython of the wheel's tag, when it has no wheel for the root's own
+
+
+@dataclass(frozen=True, kw_only=True)
+class OtherPython:
+    """A [<version>] table of toolchains/<name>/pythons.toml: a CPython from another Debian suite."""
+
+    suite: str
+    packages: tuple[str, ...]
+    numpy: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolchainFile:
+    """toolchains/<name>.toml; a file that ``extends`` another states only what it adds or changes."""
+
+    kind: str
+    python: tuple[str, ...]
+    targets: tuple[str, ...]
+    suite: str = ""
+    variant: str = "minbase"
+    mirror: str = ""
+    glibc: str = ""
+    packages: tuple[str, ...] = ()
+    ep_packages: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
+    ep_cmake: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
+    cmake: Mapping[str, str] = field(default_factory=_empty)
+    python_tools: Mapping[str, str] = field(default_factory=_empty)
+    clean_root: CleanRoot = field(default_factory=CleanRoot)
+    # Plan-only toolchains: ortdist plans for them (CI puts them on a runner of ``needs``) but has
+    # no implementation that runs them yet, so a build stops with a ToolchainError.
+    plan_only: bool = False
+    needs: str = ""
+    provides: tuple[str, ...] = ()  # EPs the platform SDK itself provides (no packages)
+    cross: Mapping[str, CrossTarget] = field(default_factory=_empty)
+    # Debian archive components the root's apt uses (non-free for NVIDIA's CUDA toolkit).
+    components: tuple[str, ...] = ("main",)
+    # Per EP: PyPI wheels unpacked into the build root, for SDKs Debian cannot ship offline
+    # (cuDNN downloads from NVIDIA at install time).
+    ep_wheels: Mapping[str, Mapping[str, PinnedWheel]] = field(default_factory=_empty)
+    extends: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,22 +117,21 @@ class ToolchainSpec:
     shims_dirs: tuple[Path, ...]
     digest: str
     root_digest: str
-    # Plan-only toolchains: ortdist plans for them (CI puts them on a runner of ``needs``) but has
-    # no implementation that runs them yet, so a build stops with a ToolchainError.
     plan_only: bool = False
     needs: str = ""
-    platform_eps: tuple[str, ...] = ()  # EPs the platform SDK itself provides (no packages)
-    # Cross targets: triple -> facts (tool_prefix, dpkg_arch, packages, cmake, emulator).
-    cross: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # Debian archive components the root's apt uses (non-free for NVIDIA's CUDA toolkit).
+    platform_eps: tuple[str, ...] = ()  # ToolchainFile.provides
+    cross_targets: Mapping[str, CrossTarget] = field(default_factory=_empty)
     components: tuple[str, ...] = ("main",)
-    # Per EP: PyPI wheels unpacked into the build root, for SDKs Debian cannot ship offline
-    # (cuDNN downloads from NVIDIA at install time); name -> facts (version, sha256, python).
-    ep_wheels: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    ep_wheels: Mapping[str, Mapping[str, PinnedWheel]] = field(default_factory=_empty)
     extends: str = ""
-    # CPython versions besides the root's own, for the binding only (toolchains/<name>/pythons.toml):
-    # version -> {suite, packages, numpy}.
-    extra_python: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # CPython versions besides the root's own, for the binding only (toolchains/<name>/pythons.toml).
+    extra_python: Mapping[str, OtherPython] = field(default_factory=_empty)
+    # Along ``extends``: the toolchain whose file states a define ("ep_cmake.cuda.X" -> "cuda12").
+    declared_in: Mapping[str, str] = field(default_factory=_empty)
+
+    def declaring(self, table: str, key: str) -> str:
+        """The toolchain, this one or a parent, whose file states ``key`` of [table] (plan provenance)."""
+        return self.declared_in.get(dotted(table, key), self.name)
 
     @property
     def python_versions(self) -> tuple[str, ...]:
@@ -66,29 +147,31 @@ class ToolchainSpec:
                 found.update({p.name: p for p in sorted(directory.iterdir()) if p.is_dir()})
         return found
 
-    def all_wheels(self) -> dict[str, dict[str, str]]:
+    def all_wheels(self) -> dict[str, PinnedWheel]:
         """Every EP's PyPI wheels (one build root serves every recipe of this toolchain)."""
         return {name: facts for wheels in self.ep_wheels.values() for name, facts in wheels.items()}
 
     def tool_prefix(self, triple: str) -> str:
         """Prefix of the target's binutils/compilers ('' for a native target)."""
-        return str(self.cross.get(triple, {}).get("tool_prefix", ""))
+        cross = self.cross_targets.get(triple)
+        return cross.tool_prefix if cross else ""
 
     def is_cross(self, triple: str) -> bool:
-        return triple in self.cross
+        return triple in self.cross_targets
 
-    def cross_facts(self, triple: str, key: str) -> dict[str, str]:
+    def cross_facts(self, triple: str, key: Literal["cmake", "env"]) -> dict[str, str]:
         """A cross target's table (cmake, env) with {target} made the in-root sysroot path."""
         from ..paths import IN_ROOT_TARGET
 
-        table = self.cross.get(triple, {}).get(key, {})
-        return {k: str(v).replace("{target}", str(IN_ROOT_TARGET)) for k, v in table.items()}
+        cross = self.cross_targets.get(triple)
+        table: Mapping[str, str] = getattr(cross, key) if cross else {}
+        return {k: v.replace("{target}", str(IN_ROOT_TARGET)) for k, v in table.items()}
 
     def all_packages(self) -> tuple[str, ...]:
         """Base packages plus every EP's and cross target's build-root packages: one build root
         serves every recipe of this toolchain."""
         extra = [p for eps in self.ep_packages.values() for p in eps]
-        extra += [p for cross in self.cross.values() for p in cross.get("host_packages", ())]
+        extra += [p for cross in self.cross_targets.values() for p in cross.host_packages]
         return tuple(dict.fromkeys([*self.packages, *extra]))
 
     def provides(self, ep: str) -> bool:
@@ -100,44 +183,18 @@ class ToolchainSpec:
         return tuple(dict.fromkeys(("cpu", *self.ep_packages, *self.ep_wheels, *self.platform_eps)))
 
 
-_KEYS = {
-    "kind",
-    "targets",
-    "suite",
-    "variant",
-    "mirror",
-    "python",
-    "glibc",
-    "packages",
-    "ep_packages",
-    "ep_cmake",
-    "cmake",
-    "python_tools",
-    "clean_root",
-    "plan_only",
-    "needs",
-    "provides",
-    "cross",
-    "components",
-    "ep_wheels",
-    "extends",
-}
 # Tables a child toolchain (``extends``) merges into its parent's, key by key; every other key it
 # sets replaces the parent's.
 _MERGED_TABLES = ("cmake", "ep_packages", "ep_cmake", "ep_wheels", "python_tools")
-# What an [ep_wheels.<ep>.<distribution>] entry states.
-_WHEEL_KEYS = frozenset({"version", "sha256"})
-_WHEEL_OPTIONAL_KEYS = frozenset({"python"})
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-# What a [<version>] table of toolchains/<name>/pythons.toml states.
-_PYTHON_KEYS = frozenset({"suite", "packages", "numpy"})
+_CPYTHON = re.compile(r"^3\.[0-9]{1,2}$")
 PYTHONS_FILE = "pythons.toml"
-# What a [cross.<triple>] table must state.
-_CROSS_KEYS = frozenset(
-    {"host", "dpkg_arch", "tool_prefix", "host_packages", "packages", "clean_packages", "emulator", "cmake"}
-)
 # What only a toolchain ortdist runs must state (a debootstrap root); plan-only ones may omit them.
 _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
+# What the sysroot is made from: its digest names the cached root (the Python picks the tools
+# venv's interpreter). components and ep_wheels count only where set, so older roots keep their name.
+_ROOT_KEYS = ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
+_ROOT_KEYS_IF_SET = ("components", "ep_wheels")
 
 
 def toolchain_file(project: Path, name: str) -> Path:
@@ -155,8 +212,9 @@ def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
 
 def _read(
     project: Path, name: str, chain: tuple[str, ...] = (), referrer: str = "recipe key 'toolchain'"
-) -> tuple[dict[str, Any], list[Path]]:
-    """The toolchain's table with its parents' merged in, and its files, the root parent's first."""
+) -> tuple[dict[str, Any], list[tuple[Path, dict[str, Any]]]]:
+    """The toolchain's table with its parents' merged in, and each file with its own table, the root
+    parent's first. Each file's keys are checked on their own, so an error names the file that has it."""
     path = toolchain_file(project, name)
     if not path.is_file():
         known = sorted(p.stem for p in (project / "toolchains").glob("*.toml"))
@@ -165,16 +223,10 @@ def _read(
             where=referrer,
             fix=did_you_mean(name, known) or f"known toolchains: {', '.join(known)}",
         )
-    try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise RecipeError(f"not valid TOML: {exc}", where=str(path)) from exc
-    for key in data:
-        if key not in _KEYS:
-            raise RecipeError(f"unknown key '{key}'", where=str(path), fix=did_you_mean(key, _KEYS) or None)
-    parent_name = data.pop("extends", "")
+    data = read_toml(path, RecipeError)
+    parent_name = convert_fields(ToolchainFile, data, origin=str(path), error=RecipeError).get("extends", "")
     if not parent_name:
-        return data, [path]
+        return data, [(path, data)]
     if parent_name in (*chain, name):
         raise RecipeError(
             f"toolchains extend each other in a cycle: {' -> '.join((*chain, name, parent_name))}",
@@ -189,154 +241,147 @@ def _read(
     if "targets" in data:
         # A child that narrows the targets does not inherit the cross tables of the dropped ones.
         merged["cross"] = {t: c for t, c in merged.get("cross", {}).items() if t in data["targets"]}
-    merged["extends"] = parent_name
-    return merged, [*files, path]
+    return merged, [*files, (path, data)]
 
 
-def _extra_pythons(files: list[Path], own: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+def _declared_in(chain: list[tuple[Path, dict[str, Any]]]) -> dict[str, str]:
+    """Dotted key of each CMake define table entry -> the toolchain whose file states it (a child's wins)."""
+    out: dict[str, str] = {}
+    for path, data in chain:
+        out.update({dotted("cmake", key): path.stem for key in data.get("cmake", {})})
+        for ep, table in data.get("ep_cmake", {}).items():
+            out.update({dotted(dotted("ep_cmake", ep), key): path.stem for key in table})
+        out.update({dotted("cross", triple): path.stem for triple in data.get("cross", {})})
+    return out
+
+
+def _extra_pythons(files: list[Path], own: tuple[str, ...]) -> dict[str, OtherPython]:
     """toolchains/<name>/pythons.toml along the extends chain (a child's entry wins)."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, OtherPython] = {}
     for spec_file in files:
         path = spec_file.with_suffix("") / PYTHONS_FILE
         if not path.is_file():
             continue
-        try:
-            table: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise RecipeError(f"not valid TOML: {exc}", where=str(path)) from exc
+        table = convert_table(OtherPython, read_toml(path, RecipeError), origin=str(path), error=RecipeError)
         for version, facts in table.items():
-            where = f"{path} [{version!r}]"
-            if not re.fullmatch(r"3\.[0-9]{1,2}", version):
-                raise RecipeError(f"{version!r} is not a CPython version", where=where, fix='e.g. ["3.11"]')
-            if not isinstance(facts, dict) or set(facts) != _PYTHON_KEYS:
-                raise RecipeError(
-                    f"a Python version states exactly {', '.join(sorted(_PYTHON_KEYS))}",
-                    where=where,
-                    fix='e.g. suite = "bookworm", packages = ["python3.11", ...], numpy = "2.2.6"',
-                )
+            place = where(str(path), dotted("", version))
+            if not _CPYTHON.match(version):
+                raise RecipeError(f"{version!r} is not a CPython version", where=place, fix='e.g. ["3.11"]')
             if version in own:
-                raise RecipeError(
-                    f"CPython {version} is the root's own Python", where=where, fix="drop it from this file"
-                )
-            found[version] = dict(facts)
+                raise RecipeError(f"CPython {version} is the root's own Python", where=place, fix="drop it here")
+            found[version] = facts
     return found
 
 
-def load_toolchain(project: Path, name: str) -> ToolchainSpec:
-    data, files = _read(project, name)
-    path = files[-1]
-    # Errors about entries a parent may have contributed name the whole chain.
-    where_all = " (with " + ", ".join(str(f) for f in files[:-1]) + ")" if len(files) > 1 else ""
-    shims_dirs = tuple(f.with_suffix("") / "cmake-shims" for f in files)
+def _digests(data: dict[str, Any], files: list[Path], shims_dirs: tuple[Path, ...]) -> tuple[str, str]:
+    """`digest`: everything a build tree depends on (file texts and shims). `root_digest`: only what
+    goes into the sysroot, so editing CMake defines or shims does not re-create a 1 GB root."""
     shim_files = [(d, p) for d in shims_dirs if d.is_dir() for p in sorted(d.rglob("*")) if p.is_file()]
-    # `digest`: everything a build tree depends on (file texts and shims). `root_digest`: only what
-    # goes into the sysroot, so editing CMake defines or shims does not re-create a 1 GB root.
     digest = sha256_text(
         *(f.read_text(encoding="utf-8") for f in files),
         *(f"{p.relative_to(d)}:{sha256_file(p)}" for d, p in shim_files),
     )
-    root_digest = sha256_text(
-        json.dumps(
-            {
-                **{
-                    key: data.get(key)
-                    # Everything the root is made from: the Python picks the tools venv's interpreter.
-                    for key in (
-                        "kind",
-                        "suite",
-                        "variant",
-                        "mirror",
-                        "python",
-                        "packages",
-                        "ep_packages",
-                        "python_tools",
-                        "components",
-                        "ep_wheels",
-                    )
-                    if key in data or key not in ("components", "ep_wheels")
-                },
-                "cross_host_packages": {t: c.get("host_packages", []) for t, c in data.get("cross", {}).items()},
-            },
-            sort_keys=True,
-        )
-    )
-    pinned: dict[str, tuple[str, Any]] = {}
-    for ep, wheels in data.get("ep_wheels", {}).items():
-        for dist, facts in wheels.items():
-            lacking = sorted(_WHEEL_KEYS - set(facts))
-            unknown = sorted(set(facts) - _WHEEL_KEYS - _WHEEL_OPTIONAL_KEYS)
-            if lacking or unknown or not _SHA256.match(str(facts.get("sha256", ""))):
-                raise RecipeError(
-                    f"[ep_wheels.{ep}.{dist}] must state version and a sha256 (64 lowercase hex digits)"
-                    + (f"; unknown key(s) {', '.join(unknown)}" if unknown else ""),
-                    where=str(path) + where_all,
-                    fix='e.g. {version = "9.7.1.26", sha256 = "…"} (optional: python = "3.12" for the wheel tag)',
-                )
-            other = pinned.setdefault(dist, (ep, facts))
-            if other[1] != facts:
-                raise RecipeError(
-                    f"[ep_wheels.{ep}.{dist}] and [ep_wheels.{other[0]}.{dist}] pin {dist} differently",
-                    where=str(path) + where_all,
-                    fix="one root holds one copy of a wheel: pin the same version and sha256 in both",
-                )
-    extra_python = _extra_pythons(files, tuple(data.get("python", ())))
-    plan_only = data.get("plan_only", False)
-    if plan_only and not data.get("needs"):
+    root = {key: data.get(key) for key in (*_ROOT_KEYS, *_ROOT_KEYS_IF_SET) if key in data or key in _ROOT_KEYS}
+    root["cross_host_packages"] = {t: c.get("host_packages", []) for t, c in data.get("cross", {}).items()}
+    return digest, sha256_text(json.dumps(root, sort_keys=True))
+
+
+def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
+    """What the typed conversion cannot see: facts that span keys (or files, along ``extends``)."""
+    if tc.plan_only and not tc.needs:
         raise RecipeError(
             "a plan_only toolchain must say what a machine needs to run it",
             where=f"{path} key 'needs'",
             fix='e.g. needs = "macOS with Xcode"',
         )
-    ep_cmake = data.get("ep_cmake", {})
-    for ep in ep_cmake:
-        if not any(ep in data.get(k, ()) for k in ("ep_packages", "ep_wheels", "provides")):
+    lacking = [key for key in _SYSROOT_KEYS if not tc.plan_only and not getattr(tc, key)]
+    if lacking:
+        raise RecipeError(
+            f"missing required key(s) {lacking}",
+            where=str(path) + where_all,
+            fix=f"a toolchain ortdist runs (not plan_only) builds its sysroot from {', '.join(_SYSROOT_KEYS)}",
+        )
+    pinned: dict[str, tuple[str, PinnedWheel]] = {}
+    for ep, wheels in tc.ep_wheels.items():
+        for dist, wheel in wheels.items():
+            if not _SHA256.match(wheel.sha256):
+                raise RecipeError(
+                    f"[ep_wheels.{ep}.{dist}] must state a sha256 (64 lowercase hex digits)",
+                    where=where(str(path) + where_all, f"ep_wheels.{ep}.{dist}.sha256"),
+                    fix='e.g. {version = "9.7.1.26", sha256 = "…"} (optional: python = "3.12" for the wheel tag)',
+                )
+            other = pinned.setdefault(dist, (ep, wheel))
+            if other[1] != wheel:
+                raise RecipeError(
+                    f"[ep_wheels.{ep}.{dist}] and [ep_wheels.{other[0]}.{dist}] pin {dist} differently",
+                    where=str(path) + where_all,
+                    fix="one root holds one copy of a wheel: pin the same version and sha256 in both",
+                )
+    for ep in tc.ep_cmake:
+        if ep not in (*tc.ep_packages, *tc.ep_wheels, *tc.provides):
             raise RecipeError(
                 f"[ep_cmake.{ep}] names an EP this toolchain has no [ep_packages] or [ep_wheels] entry for",
                 where=str(path) + where_all,
                 fix="add the EP's packages under [ep_packages] or [ep_wheels] (or name it in provides), or drop "
                 "the section",
             )
-    for triple, facts in data.get("cross", {}).items():
-        lacking = sorted(_CROSS_KEYS - set(facts))
-        if lacking:
+    for triple in tc.cross:
+        if triple not in tc.targets:
             raise RecipeError(
-                f"[cross.{triple}] lacks {', '.join(lacking)}",
-                where=str(path),
-                fix=f"a cross target states {', '.join(sorted(_CROSS_KEYS))}",
+                f"[cross.{triple}] is not in targets",
+                where=where(str(path), f"cross.{triple}"),
+                fix="add it to targets",
             )
-        if triple not in data.get("targets", ()):
-            raise RecipeError(f"[cross.{triple}] is not in targets", where=str(path), fix="add it to targets")
-    try:
-        sysroot = {key: data[key] for key in _SYSROOT_KEYS if key in data or not plan_only}
-        return ToolchainSpec(
-            name=name,
-            kind=data["kind"],
-            suite=sysroot.get("suite", ""),
-            variant=data.get("variant", "minbase"),
-            mirror=sysroot.get("mirror", ""),
-            python=tuple(data["python"]),
-            glibc=sysroot.get("glibc", ""),
-            targets=tuple(data["targets"]),
-            packages=tuple(sysroot.get("packages", ())),
-            ep_packages={k: tuple(v) for k, v in data.get("ep_packages", {}).items()},
-            ep_cmake={k: dict(v) for k, v in ep_cmake.items()},
-            cmake=dict(data.get("cmake", {})),
-            python_tools=dict(data.get("python_tools", {})),
-            clean_root_packages=tuple(data.get("clean_root", {}).get("packages", ())),
-            shims_dirs=shims_dirs,
-            digest=digest,
-            root_digest=root_digest,
-            plan_only=plan_only,
-            needs=data.get("needs", ""),
-            platform_eps=tuple(data.get("provides", ())),
-            cross={k: dict(v) for k, v in data.get("cross", {}).items()},
-            components=tuple(data.get("components", ("main",))),
-            ep_wheels={ep: {d: dict(f) for d, f in w.items()} for ep, w in data.get("ep_wheels", {}).items()},
-            extends=data.get("extends", ""),
-            extra_python=extra_python,
-        )
-    except KeyError as exc:
-        raise RecipeError(f"missing key {exc.args[0]!r}", where=str(path)) from exc
 
 
-__all__ = ["ToolchainSpec", "load_toolchain", "toolchain_file"]
+def load_toolchain(project: Path, name: str) -> ToolchainSpec:
+    data, chain = _read(project, name)
+    files = [path for path, _ in chain]
+    path = files[-1]
+    # Errors about entries a parent may have contributed name the whole chain.
+    where_all = " (with " + ", ".join(str(f) for f in files[:-1]) + ")" if len(files) > 1 else ""
+    # Each file was checked on its own; what the merged chain still lacks is required keys.
+    kwargs = convert_fields(ToolchainFile, data, origin=str(path) + where_all, error=RecipeError)
+    tc = construct(ToolchainFile, kwargs, origin=str(path) + where_all, error=RecipeError)
+    _check(tc, path, where_all)
+    shims_dirs = tuple(f.with_suffix("") / "cmake-shims" for f in files)
+    digest, root_digest = _digests(data, files, shims_dirs)
+    return ToolchainSpec(
+        name=name,
+        kind=tc.kind,
+        suite=tc.suite,
+        variant=tc.variant,
+        mirror=tc.mirror,
+        python=tc.python,
+        glibc=tc.glibc,
+        targets=tc.targets,
+        packages=tc.packages,
+        ep_packages=dict(tc.ep_packages),
+        ep_cmake={ep: dict(defines) for ep, defines in tc.ep_cmake.items()},
+        cmake=dict(tc.cmake),
+        python_tools=dict(tc.python_tools),
+        clean_root_packages=tc.clean_root.packages,
+        shims_dirs=shims_dirs,
+        digest=digest,
+        root_digest=root_digest,
+        plan_only=tc.plan_only,
+        needs=tc.needs,
+        platform_eps=tc.provides,
+        cross_targets=tc.cross,
+        components=tc.components,
+        ep_wheels=tc.ep_wheels,
+        extends=tc.extends,
+        extra_python=MappingProxyType(_extra_pythons(files, tc.python)),
+        declared_in=MappingProxyType(_declared_in(chain)),
+    )
+
+
+__all__ = [
+    "CrossTarget",
+    "OtherPython",
+    "PinnedWheel",
+    "ToolchainFile",
+    "ToolchainSpec",
+    "load_toolchain",
+    "toolchain_file",
+]

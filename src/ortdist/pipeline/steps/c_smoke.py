@@ -32,7 +32,7 @@ def target_command(ctx: BuildContext, state: BuildState, smoke: Path, argv: list
     binds = (Bind(smoke, IN_ROOT_C_SMOKE),)
     cross = ctx.cross
     if cross:
-        emulator = (str(cross["emulator"]), "-L", str(IN_ROOT_TARGET))
+        emulator = (cross.emulator, "-L", str(IN_ROOT_TARGET))
         roots = state.roots
         return Command((*emulator, *argv), roots.build, (*ctx.layout.binds(roots), *binds))
     return Command(tuple(argv), ctx.toolchain.ensure_clean_root(ctx.cache, log), binds)

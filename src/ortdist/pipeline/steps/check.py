@@ -65,7 +65,7 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
             cmds = overlay_venv_commands(python_layout(python)["executable"], "/ortdist/venv")
         else:
             cmds = venv_commands(
-                f"python{python}", "/ortdist/venv", str(cross["emulator"]) if cross else "", str(IN_ROOT_TARGET)
+                f"python{python}", "/ortdist/venv", cross.emulator if cross else "", str(IN_ROOT_TARGET)
             )
         script = (
             f"{cmds.create} && "

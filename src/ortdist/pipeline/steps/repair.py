@@ -21,7 +21,7 @@ from .wheel import suffix
 def target_library_env(ctx: BuildContext) -> list[str]:
     """For a cross target: ``env`` naming its libraries (auditwheel grafts them from there) and
     putting its ``strip`` first on PATH (auditwheel --strip calls plain ``strip``)."""
-    paths = (ctx.cross or {}).get("library_path", [])
+    paths = ctx.cross.library_path if ctx.cross else ()
     if not paths:
         return []
     tools = ctx.layout.work / "target-tools"
