@@ -80,9 +80,11 @@ def remove_stale_temps(directory: Path) -> None:
 
 
 def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, Step] = STEPS) -> BuildState:
+    # Checked before the first step runs: not after a half-hour compile.
+    unknown = [name for name in ctx.plan.steps if name not in steps]
+    if unknown:
+        raise BuildError(f"internal: the plan names step {unknown[0]!r}, which the pipeline does not have")
     for name in ctx.plan.steps:
-        if name not in steps:
-            raise BuildError(f"internal: the plan names step {name!r}, which the pipeline does not have")
         with log.step(name):
             started = time.monotonic()
             state.put(steps[name](ctx, state))

@@ -1,0 +1,101 @@
+"""The build step: ninja through the compiler cache in one shell of the build root, its stats
+parsed into Compiled, the tree's compile time accumulated, and a failure's first error quoted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ortdist.errors import BuildError
+from ortdist.pipeline.runner import Command, Effect, Result
+from ortdist.pipeline.steps import build
+
+from .conftest import MakeEnv
+from .helpers import StepEnv, host_of
+
+STATS = "/ortdist/work/compiler-cache-stats.txt"
+
+
+def ready(env: StepEnv) -> StepEnv:
+    env.put_roots()
+    env.put_source()
+    env.layout.build.host.mkdir(parents=True)
+    env.layout.work.host.mkdir(parents=True)  # as configure leaves them
+    return env
+
+
+def writes_stats(text: str, returncode: int = 0, stdout: str = "") -> Effect:
+    def effect(cmd: Command) -> Result:
+        host_of(cmd, STATS).write_text(text)
+        return Result(returncode, stdout)
+
+    return effect
+
+
+def test_ccache_stats_are_parsed_into_compiled(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    env.runner.on(
+        "cmake --build", writes_stats("direct_cache_hit\t7\npreprocessed_cache_hit\t2\ncache_miss\t3\nx\t1\n")
+    )
+    out = build.run(env.ctx, env.state)
+    (cmd,) = env.runner.commands
+    assert cmd.argv[:2] == ("/bin/sh", "-c") and cmd.root == env.state.roots.build
+    assert cmd.argv[2] == (
+        "ccache --zero-stats >/dev/null 2>&1; cmake --build /ortdist/build --parallel 2; rc=$?; "
+        f"ccache --print-stats > {STATS} 2>&1; exit $rc"
+    )
+    assert out.compiler_cache == {"name": "ccache", "direct_cache_hit": 7, "preprocessed_cache_hit": 2, "cache_miss": 3}
+    assert out.manifest()["compiler_cache"]["cache_miss"] == 3
+
+
+def test_sccache_is_stopped_in_the_same_shell(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux", cache_name="sccache"))
+    stats = {"stats": {"cache_hits": {"counts": {"C/C++": 40}}, "cache_misses": {"counts": {"C/C++": 2, "CUDA": 1}}}}
+    env.runner.on("cmake --build", writes_stats(json.dumps(stats)))
+    out = build.run(env.ctx, env.state)
+    script = env.runner.commands[0].argv[2]
+    assert (
+        script.index("--show-stats") < script.index("/ortdist/tools/sccache --stop-server") < script.index("exit $rc")
+    )
+    assert out.compiler_cache == {"name": "sccache", "cache_hit": 40, "cache_miss": 3}
+
+
+def test_stats_of_an_earlier_run_are_not_reported_again(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    stale = env.layout.work.host / "compiler-cache-stats.txt"
+    stale.write_text("cache_miss\t999\n")
+    assert build.run(env.ctx, env.state).compiler_cache == {"name": "ccache"}
+
+
+def test_the_trees_compile_time_adds_up_over_runs(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    ledger = env.layout.build.host / ".ortdist-compile-seconds"
+    ledger.write_text("1234.5\n")
+    out = build.run(env.ctx, env.state)
+    assert 1234.5 <= out.tree_compile_s < 1240
+    assert float(ledger.read_text()) == out.tree_compile_s
+    assert out.manifest()["build_tree_compile_s"] == out.tree_compile_s
+
+
+def test_a_failed_compile_names_the_target_and_its_errors(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    output = "\n".join(
+        [
+            "[1/900] Building CXX object a.o",
+            "FAILED: CMakeFiles/onnxruntime_mlas.dir/sgemm.cpp.o",
+            "ccache /usr/bin/c++ -O2 -c sgemm.cpp",
+            "sgemm.cpp:12:3: error: 'foo' was not declared in this scope",
+            "ninja: build stopped: subcommand failed.",
+        ]
+    )
+    env.runner.on("cmake --build", writes_stats("cache_miss\t1\n", returncode=1, stdout=output))
+    with pytest.raises(BuildError) as info:
+        build.run(env.ctx, env.state)
+    message = str(info.value)
+    assert "the build failed (exit 1)" in message
+    assert "failed target: CMakeFiles/onnxruntime_mlas.dir/sgemm.cpp.o" in message
+    assert "command: ccache /usr/bin/c++ -O2 -c sgemm.cpp" in message
+    assert "error: 'foo' was not declared" in message
+    assert (env.layout.build.host / ".ortdist-compile-seconds").is_file()  # the time spent still counts
+    assert "FAILED: CMakeFiles" in env.ctx.log_path("build").read_text()

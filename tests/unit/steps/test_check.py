@@ -1,0 +1,149 @@
+"""The check step: each repaired wheel installed in a fresh venv of a root with nothing but its
+CPython, the probe's result.json judged; every problem named in the CheckError."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ortdist.errors import CheckError
+from ortdist.pipeline.runner import Command, Effect, Result
+from ortdist.pipeline.state import PerPython, Repaired
+from ortdist.pipeline.steps import check
+
+from .conftest import MakeEnv
+from .helpers import StepEnv, host_of
+
+GOOD: dict[str, Any] = {
+    "ok": True,
+    "available_providers": ["CPUExecutionProvider"],
+    "outputs": {"probs": {"nan_pattern_matches": True, "max_abs_err": 1e-7}},
+    "node_providers": {"MatMul": "CPUExecutionProvider"},
+}
+
+
+def ready(env: StepEnv) -> StepEnv:
+    env.put_roots()
+    env.put_source()
+    wheels = {}
+    for version in env.plan.python:
+        sfx = "" if version == env.plan.python[0] else f"-{version}"
+        wheel = (
+            env.layout.work.host / "wheel" / f"repaired{sfx}" / f"onnxruntime-1.21.0-cp{version.replace('.', '')}.whl"
+        )
+        wheel.parent.mkdir(parents=True)
+        wheel.write_bytes(b"PK")
+        wheels[version] = wheel
+    env.state.put(Repaired(wheels=wheels, times=PerPython("repair_s", {}, timed=False)))
+    return env
+
+
+def probe(result: dict[str, Any] | None, returncode: int = 0) -> Effect:
+    """The probe in the clean root: writes result.json where the check directory is bound."""
+
+    def effect(cmd: Command) -> Result:
+        check_dir = host_of(cmd, "/ortdist/check")
+        assert (check_dir / "probe.py").is_file() and (check_dir / "data.npz").is_file()
+        if result is not None:
+            (check_dir / "result.json").write_text(json.dumps(result))
+        return Result(returncode)
+
+    return effect
+
+
+def test_each_wheel_is_checked_in_a_clean_root(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    env.runner.on("probe.py", probe(GOOD))
+    out = check.run(env.ctx, env.state)
+    downloads = env.matching("pip download")
+    assert [c.root for c in downloads] == [None, None]  # on the host, for the clean root's wheelhouse
+    assert [c.argv[c.argv.index("--python-version") + 1] for c in downloads] == ["3.13", "3.11"]
+    assert [Path(c.argv[c.argv.index("--dest") + 1]) for c in downloads] == [
+        env.ctx.cache.wheelhouse("3.13"),
+        env.ctx.cache.wheelhouse("3.11"),
+    ]
+    main, other = env.matching("probe.py")
+    clean = env.toolchain.base / "clean-root"
+    assert main.root == clean and other.root == clean
+    assert main.argv[2].startswith("python3.13 -m venv /ortdist/venv && ")
+    assert "/ortdist/wheel/onnxruntime-1.21.0-cp313.whl" in main.argv[2]
+    assert "probe.py model.onnx data.npz result.json 1e-05" in main.argv[2]
+    binds = {str(b.inside): b for b in main.binds}
+    assert (
+        binds["/ortdist/wheel"].host == env.layout.work.host / "wheel" / "repaired"
+        and binds["/ortdist/wheel"].read_only
+    )
+    assert "/ortdist/source" not in binds and "/ortdist/build" not in binds  # nothing of the build
+    # The extra CPython comes from its overlay, with pip from the root's own wheel.
+    assert other.argv[2].startswith("/ortdist/python/3.11/usr/bin/python3.11 -m venv --without-pip /ortdist/venv")
+    overlay = {str(b.inside): b for b in other.binds}["/ortdist/python/3.11"]
+    assert overlay.host == env.state.roots.pythons["3.11"] and overlay.read_only
+    assert out.main == {
+        "ok": True,
+        "root": "clean-root",
+        "python": "3.13",
+        "available_providers": ["CPUExecutionProvider"],
+        "outputs": GOOD["outputs"],
+        "node_providers": GOOD["node_providers"],
+    }
+    assert out.others == {"3.11": {"ok": True, "outputs": GOOD["outputs"]}}
+    assert set(out.manifest()) == {"clean_root_check", "clean_root_check_other_python"}
+    assert not (env.layout.recipe_work / "check-venv").exists()
+
+
+def test_the_probes_problems_are_listed(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux", python=("3.13",)))
+    bad = {
+        **GOOD,
+        "ok": False,
+        "outputs": {"max": {"nan_pattern_matches": False, "max_abs_err": 0.5}},
+        "node_providers": {"Max": "XnnpackExecutionProvider"},
+    }
+    env.runner.on("probe.py", probe(bad, returncode=1))
+    with pytest.raises(CheckError) as info:
+        check.run(env.ctx, env.state)
+    message = str(info.value)
+    assert "the wheel failed the clean-root check:" in message
+    assert "output 'max': NaN positions differ" in message
+    assert "output 'max': max abs error 0.5 > 1e-5" in message
+    assert "nodes ran outside CPUExecutionProvider: {'Max': 'XnnpackExecutionProvider'}" in message
+    assert str(env.ctx.log_path("check")) in message
+
+
+def test_an_import_error_or_a_silent_probe_fails(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux", python=("3.13",)))
+    env.runner.on("probe.py", probe({"ok": False, "error": "Traceback\nImportError: libgomp.so.1: cannot open"}, 1))
+    with pytest.raises(CheckError, match=r"import/inference failed: ImportError: libgomp\.so\.1"):
+        check.run(env.ctx, env.state)
+    env = ready(make_env("xnnpack-linux", python=("3.13",)))
+    env.runner.on("probe.py", probe(None, returncode=1))  # died before writing its verdict
+    with pytest.raises(CheckError, match="the profile recorded no node placements"):
+        check.run(env.ctx, env.state)
+
+
+def test_a_claimed_provider_that_is_not_available_fails(make_env: MakeEnv) -> None:
+    env = ready(make_env("xnnpack-linux"))
+    env.runner.on("probe.py", probe(GOOD))
+    with pytest.raises(CheckError, match="claims XnnpackExecutionProvider but get_available_providers"):
+        check.run(env.ctx, env.state)
+
+
+def test_a_cross_wheel_is_checked_under_the_emulator_with_a_bare_target_python(make_env: MakeEnv) -> None:
+    env = ready(make_env("slim-linux-aarch64"))
+    ort = env.layout.models.host / "ort"
+    ort.mkdir(parents=True)
+    (ort / "cnn.ort").write_bytes(b"ORTM")
+    env.runner.on("probe.py", probe(GOOD | {"outputs": {"logits": {"nan_pattern_matches": True, "max_abs_err": 0}}}))
+    out = check.run(env.ctx, env.state)
+    (run,) = env.matching("probe.py")
+    assert run.root == env.state.roots.build
+    target = {str(b.inside): b for b in run.binds}["/ortdist/target"]
+    assert target.host == env.toolchain.base / "clean-target-aarch64-unknown-linux-gnu" and target.read_only
+    assert run.argv[2].startswith("qemu-aarch64 -L /ortdist/target /ortdist/target/usr/bin/python3.13 -m venv")
+    assert "probe.py model.ort data.npz result.json" in run.argv[2]
+    assert (env.layout.work.host / "check" / "model.ort").read_bytes() == b"ORTM"
+    assert "aarch64" in env.only("pip download").text
+    assert out.main["root"] == "build-root"

@@ -1,0 +1,86 @@
+"""The install step: ``cmake --install`` of the build tree into a fresh install tree, packed as a
+reproducible C library archive with the SBOM inside."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+import pytest
+
+from ortdist.errors import PackageError
+from ortdist.pipeline.runner import Command
+from ortdist.pipeline.steps import install
+
+from .conftest import MakeEnv
+from .helpers import SOURCE_EPOCH, SOURCE_RECORD, StepEnv, host_of
+
+
+def ready(env: StepEnv) -> StepEnv:
+    env.put_roots()
+    env.put_source()
+    env.layout.work.host.mkdir(parents=True)
+    return env
+
+
+def installs(cmd: Command) -> None:
+    prefix = host_of(cmd, "/ortdist/work/install")
+    (prefix / "lib").mkdir(parents=True)
+    (prefix / "lib" / "libonnxruntime.so.1.21.0").write_bytes(b"\x7fELF")
+    (prefix / "include").mkdir()
+    (prefix / "include" / "onnxruntime_c_api.h").write_text("/* api */\n")
+
+
+def test_the_install_tree_becomes_the_c_library_archive(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    stale = env.layout.work.host / "install" / "lib" / "libold.so"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("from an earlier install")
+    env.runner.on("cmake --install", installs)
+    out = install.run(env.ctx, env.state)
+    (cmd,) = env.runner.commands
+    assert cmd.argv == ("cmake", "--install", "/ortdist/build", "--strip")  # Release ships stripped
+    assert cmd.root == env.state.roots.build
+    assert out.archive == env.layout.out.host / "onnxruntime-cpu-linux-1.21.0.tar.gz"
+    (artifact,) = out.artifacts
+    assert (artifact.source, artifact.kind, artifact.extra) == (
+        out.archive,
+        "c-library",
+        {"execution_providers": ["cpu"]},
+    )
+    with tarfile.open(out.archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        top = "onnxruntime-cpu-linux-1.21.0"
+        assert set(members) == {
+            f"{top}/{p}"
+            for p in (
+                "include",
+                "include/onnxruntime_c_api.h",
+                "lib",
+                "lib/libonnxruntime.so.1.21.0",
+                "share",
+                "share/doc",
+                "share/doc/onnxruntime",
+                "share/doc/onnxruntime/ortdist.cdx.json",
+            )
+        }
+        assert {m.mtime for m in members.values()} == {SOURCE_EPOCH}
+        sbom = tar.extractfile(f"{top}/share/doc/onnxruntime/ortdist.cdx.json")
+        assert sbom is not None
+        document = json.loads(sbom.read())
+    assert document["metadata"]["component"]["name"] == top
+    assert SOURCE_RECORD["url"] in json.dumps(document)
+
+
+def test_a_build_with_symbols_installs_unstripped(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux", strip=False))
+    install.run(env.ctx, env.state)
+    assert env.runner.commands[0].argv == ("cmake", "--install", "/ortdist/build")
+
+
+def test_a_failed_install_is_a_package_error(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    env.runner.on("cmake --install", returncode=2)
+    with pytest.raises(PackageError, match="cmake --install failed with exit code 2"):
+        install.run(env.ctx, env.state)
+    assert not (env.layout.out.host / "onnxruntime-cpu-linux-1.21.0.tar.gz").exists()

@@ -1,0 +1,119 @@
+"""The source step: the pinned orig tarball and dependency sdists, fetched through ``sources``
+(stubbed here: no network), unpacked once, the patch series applied once per source key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ortdist import patches, sources
+from ortdist.errors import PatchError
+from ortdist.patches import Patch
+from ortdist.pipeline.steps import source
+
+from .conftest import MakeEnv
+
+
+class FakeSources:
+    """Stands in for the network and tar: records what was asked for and lays out the trees."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, downloads: Path) -> None:
+        self.fetched: list[sources.Pinned] = []
+        self.unpacked: list[tuple[str, Path]] = []
+        self.patched: list[tuple[tuple[str, ...], Path]] = []
+        self.downloads = downloads
+        monkeypatch.setattr(sources, "fetch", self.fetch)
+        monkeypatch.setattr(sources, "unpack", self.unpack)
+        monkeypatch.setattr(sources, "pypi_sdist_url", lambda project, name: f"https://pypi.test/{project}/{name}")
+        monkeypatch.setattr(patches, "apply_series", self.apply_series)
+        monkeypatch.setattr(source, "require_host_tools", lambda *tools: None)
+
+    def fetch(self, pin: sources.Pinned, downloads: Path) -> Path:
+        assert downloads == self.downloads
+        self.fetched.append(pin)
+        return downloads / pin.filename
+
+    def unpack(self, archive: Path, dest: Path) -> None:
+        self.unpacked.append((archive.name, dest))
+        dest.mkdir(parents=True)
+        (dest / "CMakeLists.txt").write_text(archive.name)
+
+    def apply_series(self, series: tuple[Patch, ...], tree: Path) -> None:
+        self.patched.append((tuple(p.name for p in series), tree))
+
+
+def test_the_debian_source_is_fetched_unpacked_and_patched(make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = make_env("cpu-linux")
+    fake = FakeSources(monkeypatch, env.ctx.cache.downloads)
+    out = source.run(env.ctx, env.state)
+    pin = env.plan.version.source
+    orig, onnx = fake.fetched
+    assert (orig.filename, orig.sha256) == (pin.orig_tarball, pin.sha256)
+    assert orig.url.endswith(pin.pool_path)
+    dep = env.plan.version.deps[0]
+    assert (onnx.filename, onnx.sha256, onnx.url) == (
+        dep.filename,
+        dep.sha256,
+        f"https://pypi.test/onnx/{dep.filename}",
+    )
+    tree = env.layout.source.host
+    assert [name for name, _ in fake.unpacked] == [pin.orig_tarball, dep.filename]
+    assert fake.unpacked[1][1] == env.layout.deps["onnx"].host
+    # The series applies to the pristine copy before it becomes the tree; CUDA's patch is not in a CPU plan.
+    names = tuple(p.name for p in env.plan.patches)
+    assert [s for s, _ in fake.patched] == [names] and "0006-cuda-driver-wrapper-on-first-use.patch" not in names
+    assert fake.patched[0][1] != tree
+    assert (tree / "CMakeLists.txt").read_text() == pin.orig_tarball
+    assert (tree / ".ortdist-patched").read_text() == "".join(f"{p.name} {p.sha256}\n" for p in env.plan.patches)
+    assert out.record == {"kind": "debian", "file": orig.filename, "url": orig.url, "sha256": pin.sha256}
+    assert out.patches == tuple({"name": p.name, "sha256": p.sha256} for p in env.plan.patches)
+    assert out.manifest()["source"]["sha256"] == pin.sha256
+
+
+def test_a_prepared_tree_is_reused(make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = make_env("cpu-linux")
+    fake = FakeSources(monkeypatch, env.ctx.cache.downloads)
+    source.run(env.ctx, env.state)
+    fake.unpacked.clear()
+    fake.patched.clear()
+    source.run(env.ctx, env.state)
+    assert fake.unpacked == [] and fake.patched == []
+
+
+def test_a_patch_that_does_not_apply_leaves_no_tree(make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = make_env("cpu-linux")
+    fake = FakeSources(monkeypatch, env.ctx.cache.downloads)
+
+    def refuse(series: tuple[Patch, ...], tree: Path) -> None:
+        raise PatchError("does not apply")
+
+    monkeypatch.setattr(patches, "apply_series", refuse)
+    with pytest.raises(PatchError):
+        source.run(env.ctx, env.state)
+    assert not env.layout.source.host.exists()
+    assert len(fake.unpacked) == 1  # the pristine copy, discarded
+
+
+def test_a_local_tree_is_copied_afresh_every_run(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, project: Path
+) -> None:
+    """A path source can change under us: unlike a pinned tarball, it is never trusted from the cache."""
+    local = tmp_path / "ort-checkout"
+    (local / "cmake").mkdir(parents=True)
+    (local / "cmake" / "CMakeLists.txt").write_text("v1")
+    recipe = tmp_path / "recipes" / "local.toml"
+    recipe.parent.mkdir()
+    text = (project / "recipes" / "cpu-linux.toml").read_text().replace('name = "cpu-linux"', 'name = "local"')
+    recipe.write_text(text + '\n[source]\nkind = "path"\npath = "../ort-checkout"\n')
+    env = make_env(str(recipe))
+    fake = FakeSources(monkeypatch, env.ctx.cache.downloads)
+    (env.layout.deps["onnx"].host).mkdir(parents=True)  # already unpacked: nothing to fetch
+    out = source.run(env.ctx, env.state)
+    assert fake.fetched == []
+    assert out.record == {"kind": "path", "url": "", "tag": "", "path": "../ort-checkout", "sha256": ""}
+    assert (env.layout.source.host / "cmake" / "CMakeLists.txt").read_text() == "v1"
+    (local / "cmake" / "CMakeLists.txt").write_text("v2")
+    source.run(env.ctx, env.state)
+    assert (env.layout.source.host / "cmake" / "CMakeLists.txt").read_text() == "v2"
+    assert len(fake.patched) == 2

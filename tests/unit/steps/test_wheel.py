@@ -1,0 +1,120 @@
+"""The wheel step: the package ORT laid out, staged per CPython (extra versions with their own
+binding), provider RUNPATHs set, built by scikit-build-core in the root and re-tagged."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+import zipfile
+
+import pytest
+
+from ortdist.errors import PackageError
+from ortdist.pipeline.runner import Command
+from ortdist.pipeline.state import Bindings, PerPython
+from ortdist.pipeline.steps import wheel
+
+from .conftest import MakeEnv
+from .helpers import StepEnv, arg_after, host_of, make_wheel
+
+
+def ready(env: StepEnv, providers: tuple[str, ...] = ()) -> StepEnv:
+    env.put_roots()
+    env.put_source()
+    capi = env.layout.build.host / "onnxruntime" / "capi"
+    capi.mkdir(parents=True)
+    (capi.parent / "__init__.py").write_text("")
+    (capi / "onnxruntime_pybind11_state.so").write_bytes(b"binding for 3.13")
+    for name in providers:
+        (capi / name).write_bytes(b"provider")
+    env.layout.work.host.mkdir(parents=True, exist_ok=True)
+    env.runner.on("/bin/pip wheel", scikit_build_core)
+    return env
+
+
+def scikit_build_core(cmd: Command) -> None:
+    """Packs the directory the generated project points at, tagged for the root's own CPython."""
+    project = host_of(cmd, cmd.argv[-1])
+    package_dir = tomllib.loads((project / "pyproject.toml").read_text())["tool"]["scikit-build"]["cmake"]["define"][
+        "ORTDIST_PACKAGE_DIR"
+    ]
+    package = host_of(cmd, package_dir)
+    members = {f"onnxruntime/{p.relative_to(package)}": p.read_bytes() for p in package.rglob("*") if p.is_file()}
+    dist = re.search(r'^name = "(.+)"$', (project / "pyproject.toml").read_text(), re.M)
+    assert dist is not None
+    make_wheel(
+        host_of(cmd, arg_after(cmd, "--wheel-dir")),
+        f"{dist[1].replace('-', '_')}-1.21.0-cp313-cp313-linux_x86_64.whl",
+        members,
+    )
+
+
+def test_one_wheel_per_python_each_with_its_own_binding(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    module = env.layout.work.host / "binding-3.11" / "onnxruntime_pybind11_state.so"
+    module.parent.mkdir(parents=True)
+    module.write_bytes(b"binding for 3.11")
+    env.state.put(Bindings(modules={"3.11": module}, times=PerPython("binding_s", {"3.11": 1.0}, timed=True)))
+    out = wheel.run(env.ctx, env.state)
+    main, other = env.runner.commands
+    assert main.argv[1:] == (
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "--wheel-dir",
+        "/ortdist/work/wheel/raw",
+        "/ortdist/work/wheelproj",
+    )
+    assert main.argv[0] == "/opt/ortdist-tools/bin/pip" and main.root == env.state.roots.build
+    assert arg_after(other, "--wheel-dir") == "/ortdist/work/wheel/raw-3.11" and other.argv[-1].endswith(
+        "wheelproj-3.11"
+    )
+    assert out.raw["3.13"].name == "onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl"
+    assert out.raw["3.11"].name == "onnxruntime-1.21.0-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(out.raw["3.13"]) as zf:
+        assert zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so") == b"binding for 3.13"
+        record = json.loads(zf.read("onnxruntime/ortdist_build.json"))
+        info = zf.read("onnxruntime/capi/build_and_package_info.py").decode()
+    with zipfile.ZipFile(out.raw["3.11"]) as zf:
+        assert zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so") == b"binding for 3.11"
+        assert "Tag: cp311-cp311-linux_x86_64" in zf.read("onnxruntime-1.21.0.dist-info/WHEEL").decode()
+    assert record["recipe"] == "cpu-linux" and record["recipe_sha256"] == env.ctx.recipe_sha256
+    assert record["source"] == {"kind": "debian", "sha256": "ab" * 32}  # the source step's sha256
+    assert "package_name = 'onnxruntime'" in info
+    assert (env.layout.work.host / "wheelproj" / "LICENSE").read_text() == "LICENSE text\n"
+    assert out.times.key == "wheel_s" and out.times.timed and set(out.times.seconds) == {"3.13", "3.11"}
+
+
+def test_a_build_without_the_package_layout_is_refused(make_env: MakeEnv) -> None:
+    env = make_env("cpu-linux", python=("3.13",))
+    env.put_roots()
+    env.put_source()
+    with pytest.raises(PackageError, match="pybind post-build step lays out the package"):
+        wheel.run(env.ctx, env.state)
+    assert env.runner.commands == []
+
+
+def test_the_cuda_provider_gets_a_runpath_into_nvidias_wheels(make_env: MakeEnv) -> None:
+    env = ready(make_env("cuda-linux"), providers=("libonnxruntime_providers_cuda.so",))
+    out = wheel.run(env.ctx, env.state)
+    patchelf, build = env.runner.commands
+    assert patchelf.argv[:2] == ("patchelf", "--set-rpath")
+    runpath = patchelf.argv[2].split(":")
+    assert runpath[0] == "$ORIGIN" and "$ORIGIN/../../nvidia/cudnn/lib" in runpath
+    assert "$ORIGIN/../../nvidia/cuda_runtime/lib" in runpath
+    assert patchelf.argv[3] == "/ortdist/work/stage/onnxruntime/capi/libonnxruntime_providers_cuda.so"
+    assert host_of(patchelf, patchelf.argv[3]).is_file()  # the staged copy, not the build tree's
+    assert build.argv[1] == "wheel"
+    assert out.raw["3.13"].name.startswith("onnxruntime_gpu-1.21.0-cp313")
+    assert out.times.timed is False  # one Python: nothing to compare
+    pyproject = (env.layout.work.host / "wheelproj" / "pyproject.toml").read_text()
+    assert 'name = "onnxruntime-gpu"' in pyproject and "nvidia-cudnn-cu12" in pyproject
+
+
+def test_a_missing_provider_library_is_refused_before_the_wheel_build(make_env: MakeEnv) -> None:
+    env = ready(make_env("cuda-linux"))
+    with pytest.raises(PackageError, match=r"libonnxruntime_providers_cuda\.so is not in the package"):
+        wheel.run(env.ctx, env.state)
+    assert env.runner.commands == []
