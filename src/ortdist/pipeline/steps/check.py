@@ -80,7 +80,11 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
         remove_tree(venv)
     result_file = check / "result.json"
     result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {"ok": False}
-    problems = verify_check_result(result, [ep.provider for ep in plan.providers], tolerance)
+    problems = (
+        verify_check_result(result, [ep.provider for ep in plan.providers], tolerance)
+        if result_file.is_file()
+        else [f"the probe exited with code {code} before writing its result (venv, pip install or Python failed)"]
+    )
     if code != 0 or problems:
         raise CheckError(
             "the wheel failed the clean-root check:\n"
