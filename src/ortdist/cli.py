@@ -12,7 +12,7 @@ from pathlib import Path
 from . import __version__, pipeline, registry, sources
 from .compiler_cache import CACHES
 from .errors import OrtdistError, PatchError
-from .fsutil import atomic_copy, atomic_write_text
+from .fsutil import atomic_write_text
 from .log import NORMAL, QUIET, VERBOSE, log
 from .patches import apply_series, read_series
 from .paths import Cache, project_root
@@ -242,59 +242,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Models/configs -> one reduced-build config. ONNX models are first converted to ORT format at
     the runtime's optimization level, so operators ORT's optimizers insert are included."""
-    from .reduce import analyze, models
+    from .reduce.models import analyze_models
 
     paths = [Path(p) for p in args.models]
-    onnx_models = [p for p in paths if p.suffix.lower() == ".onnx"]
-    inputs = [p for p in paths if p.suffix.lower() != ".onnx"]
-    version = args.ort_version
-    with tempfile.TemporaryDirectory(prefix="ortdist-analyze-") as tmp:
-        if onnx_models and args.optimization_level == "none":
-            log.warning(
-                "analysing ONNX models as written; operators ORT's graph optimizers insert "
-                "at run time are NOT included (use --optimization-level)"
-            )
-            inputs += onnx_models
-        elif onnx_models:
-            for model in onnx_models:
-                if not model.is_file():
-                    raise OrtdistError("no such file", where=str(model), fix="pass existing model files")
-            staged = Path(tmp) / "onnx"
-            staged.mkdir()
-            for model in onnx_models:
-                target = staged / model.name
-                if target.exists():
-                    raise OrtdistError(f"two models are named {model.name}", where=str(model), fix="rename one")
-                target.write_bytes(model.read_bytes())
-            ort_dir = Path(tmp) / "ort"  # converted here; copied to --ort-dir afterwards
-            host = models.host_onnxruntime_version()
-            if host == version:
-                converted = models.convert_on_host(
-                    sorted(staged.iterdir()), ort_dir, level=args.optimization_level, target_arch=args.target_arch
-                )
-            else:
-                log.info(
-                    f"converting with onnxruntime=={version} in the toolchain's clean root "
-                    f"(this interpreter has {host or 'no onnxruntime'})"
-                )
-                toolchain = make_toolchain(load_toolchain(project_root(), args.toolchain))
-                converted = models.convert_to_ort_format(
-                    sorted(staged.iterdir()),
-                    ort_dir,
-                    level=args.optimization_level,
-                    target_arch=args.target_arch,
-                    ort_version=version,
-                    cache=Cache.default(),
-                    toolchain=toolchain,
-                    log=sys.stderr,
-                )
-            inputs += converted
-            if args.ort_dir:
-                keep = Path(args.ort_dir)
-                keep.mkdir(parents=True, exist_ok=True)
-                for path in converted:
-                    atomic_copy(path, keep / path.name)
-        config = analyze.analyze(inputs, typed=args.types)
+    config = analyze_models(
+        paths,
+        level=args.optimization_level,
+        target_arch=args.target_arch,
+        ort_version=args.ort_version,
+        toolchain_name=args.toolchain,
+        typed=args.types,
+        keep_ort_dir=Path(args.ort_dir) if args.ort_dir else None,
+    )
     config.sources = [str(p) for p in paths]
     text = config.render()
     if args.output == "-":

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from .. import run
-from ..errors import ModelError
-from ..fsutil import remove_tree
-from ..paths import IN_ROOT, IN_ROOT_WHEELHOUSE, Cache
-from ..toolchains import Bind, Toolchain
+from ..errors import ModelError, OrtdistError
+from ..fsutil import atomic_copy, remove_tree
+from ..log import log
+from ..paths import IN_ROOT, IN_ROOT_WHEELHOUSE, Cache, project_root
+from ..toolchains import Bind, Toolchain, load_toolchain, make_toolchain
 from ..toolchains.debian_sysroot import pip_download_argv
+from . import analyze
 
 REFERENCE_PREFIX = "reference:"
 CONVERTER_PYTHON = "3.13"  # the clean root's CPython
@@ -179,3 +183,63 @@ def convert_on_host(onnx_models: Sequence[Path], dest: Path, *, level: str, targ
             fix="check that the model runs with onnxruntime on the CPU",
         )
     return [dest / f"{m.stem}.ort" for m in onnx_models]
+
+
+def analyze_models(
+    paths: list[Path],
+    *,
+    level: str,
+    target_arch: str,
+    ort_version: str,
+    toolchain_name: str,
+    typed: bool,
+    keep_ort_dir: Path | None = None,
+) -> analyze.OpConfig:
+    """Models/configs -> one reduced-build config. ONNX models are first converted to ORT format at
+    the runtime's optimization level, so operators ORT's optimizers insert are included: by this
+    interpreter's onnxruntime when it is ``ort_version``, else in the toolchain's clean root."""
+    onnx_models = [p for p in paths if p.suffix.lower() == ".onnx"]
+    inputs = [p for p in paths if p.suffix.lower() != ".onnx"]
+    with tempfile.TemporaryDirectory(prefix="ortdist-analyze-") as tmp:
+        if onnx_models and level == "none":
+            log.warning(
+                "analysing ONNX models as written; operators ORT's graph optimizers insert "
+                "at run time are NOT included (use --optimization-level)"
+            )
+            inputs += onnx_models
+        elif onnx_models:
+            for model in onnx_models:
+                if not model.is_file():
+                    raise OrtdistError("no such file", where=str(model), fix="pass existing model files")
+            staged = Path(tmp) / "onnx"
+            staged.mkdir()
+            for model in onnx_models:
+                target = staged / model.name
+                if target.exists():
+                    raise OrtdistError(f"two models are named {model.name}", where=str(model), fix="rename one")
+                target.write_bytes(model.read_bytes())
+            ort_dir = Path(tmp) / "ort"  # converted here; copied to keep_ort_dir afterwards
+            host = host_onnxruntime_version()
+            if host == ort_version:
+                converted = convert_on_host(sorted(staged.iterdir()), ort_dir, level=level, target_arch=target_arch)
+            else:
+                log.info(
+                    f"converting with onnxruntime=={ort_version} in the toolchain's clean root "
+                    f"(this interpreter has {host or 'no onnxruntime'})"
+                )
+                converted = convert_to_ort_format(
+                    sorted(staged.iterdir()),
+                    ort_dir,
+                    level=level,
+                    target_arch=target_arch,
+                    ort_version=ort_version,
+                    cache=Cache.default(),
+                    toolchain=make_toolchain(load_toolchain(project_root(), toolchain_name)),
+                    log=sys.stderr,
+                )
+            inputs += converted
+            if keep_ort_dir is not None:
+                keep_ort_dir.mkdir(parents=True, exist_ok=True)
+                for path in converted:
+                    atomic_copy(path, keep_ort_dir / path.name)
+        return analyze.analyze(inputs, typed=typed)
