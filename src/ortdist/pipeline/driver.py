@@ -18,7 +18,8 @@ from ..fsutil import remove_tree
 from ..log import log
 from ..paths import Cache
 from .context import BuildContext
-from .state import BuildState, Output
+from .layout import StepOutput
+from .state import BuildState
 from .steps import (
     binding,
     bundle,
@@ -36,7 +37,7 @@ from .steps import (
 )
 from .steps import build as compile_step
 
-Step = Callable[[BuildContext, BuildState], Output]
+Step = Callable[[BuildContext, BuildState], StepOutput]
 
 # Every step a plan may name, in the order they run; a plan picks the ones its recipe needs.
 STEPS: Mapping[str, Step] = {

@@ -33,8 +33,19 @@ class Place:
         return Place(self.host / part, self.inside / part)
 
 
-@dataclass(frozen=True)
-class Roots:
+@dataclass(frozen=True, kw_only=True)
+class StepOutput:
+    """Base of the step outputs: the artifacts a step made (published in step order) and what it
+    adds to manifest.json (nothing, unless it says)."""
+
+    artifacts: tuple[Artifact, ...] = ()
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Roots(StepOutput):
     """The roots a build runs in (the toolchain step's output; the layout's binds depend on it)."""
 
     build: Path
@@ -42,10 +53,6 @@ class Roots:
     pythons: Mapping[str, Path] = field(default_factory=dict)  # other CPythons' unpacked trees
     packages: Mapping[str, str] = field(default_factory=dict)  # the build root's, for the SBOMs
     target_packages: Mapping[str, str] = field(default_factory=dict)
-    artifacts: tuple[Artifact, ...] = ()
-
-    def manifest(self) -> Mapping[str, Any]:
-        return {}
 
 
 @dataclass(frozen=True)

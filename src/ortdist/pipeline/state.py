@@ -6,40 +6,29 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import BuildError
 from ..manifest import Artifact
-from .layout import Roots
+from .layout import Roots, StepOutput
 
 
-class Output(Protocol):
-    """A step's result: the artifacts it made and what it adds to manifest.json."""
-
-    @property
-    def artifacts(self) -> tuple[Artifact, ...]: ...
-
-    def manifest(self) -> Mapping[str, Any]: ...
-
-
-@dataclass(frozen=True)
-class Source:
+@dataclass(frozen=True, kw_only=True)
+class Source(StepOutput):
     record: Mapping[str, Any]  # kind, file, url, sha256 (the SBOM's source entry)
     patches: tuple[Mapping[str, str], ...]
-    artifacts: tuple[Artifact, ...] = ()
 
     def manifest(self) -> Mapping[str, Any]:
         return {"source": dict(self.record), "patches": [dict(p) for p in self.patches]}
 
 
-@dataclass(frozen=True)
-class Models:
+@dataclass(frozen=True, kw_only=True)
+class Models(StepOutput):
     """A reduced build's operator config, from the recipe's models converted to ORT format."""
 
     config: Path
     operators: tuple[str, ...]
     types: bool
-    artifacts: tuple[Artifact, ...] = ()
 
     def manifest(self) -> Mapping[str, Any]:
         return {
@@ -51,20 +40,15 @@ class Models:
         }
 
 
-@dataclass(frozen=True)
-class Configured:
+@dataclass(frozen=True, kw_only=True)
+class Configured(StepOutput):
     reconfigured: bool
-    artifacts: tuple[Artifact, ...] = ()
-
-    def manifest(self) -> Mapping[str, Any]:
-        return {}
 
 
-@dataclass(frozen=True)
-class Compiled:
+@dataclass(frozen=True, kw_only=True)
+class Compiled(StepOutput):
     tree_compile_s: float  # over every run since the tree was created
     compiler_cache: Mapping[str, Any]
-    artifacts: tuple[Artifact, ...] = ()
 
     def manifest(self) -> Mapping[str, Any]:
         return {"build_tree_compile_s": self.tree_compile_s, "compiler_cache": dict(self.compiler_cache)}
@@ -79,32 +63,23 @@ class PerPython:
     timed: bool  # reported in the manifest's python_versions
 
 
-@dataclass(frozen=True)
-class Bindings:
+@dataclass(frozen=True, kw_only=True)
+class Bindings(StepOutput):
     modules: Mapping[str, Path]  # version -> the binding compiled for it
     times: PerPython
-    artifacts: tuple[Artifact, ...] = ()
-
-    def manifest(self) -> Mapping[str, Any]:
-        return {}
 
 
-@dataclass(frozen=True)
-class CLibrary:
+@dataclass(frozen=True, kw_only=True)
+class CLibrary(StepOutput):
     archive: Path
-    artifacts: tuple[Artifact, ...] = ()
-
-    def manifest(self) -> Mapping[str, Any]:
-        return {}
 
 
-@dataclass(frozen=True)
-class StaticLibrary:
+@dataclass(frozen=True, kw_only=True)
+class StaticLibrary(StepOutput):
     stage: Path  # lib/libonnxruntime.a, include/, pkg-config: the archive's tree
     system_libs: tuple[str, ...]
     archives_merged: Mapping[str, int]
     bytes: int
-    artifacts: tuple[Artifact, ...] = ()
 
     def manifest(self) -> Mapping[str, Any]:
         return {
@@ -116,12 +91,11 @@ class StaticLibrary:
         }
 
 
-@dataclass(frozen=True)
-class CSmoke:
+@dataclass(frozen=True, kw_only=True)
+class CSmoke(StepOutput):
     needed: tuple[str, ...]
     binary_bytes: int
     models: tuple[Mapping[str, Any], ...]
-    artifacts: tuple[Artifact, ...] = ()
 
     def manifest(self) -> Mapping[str, Any]:
         return {
@@ -133,32 +107,23 @@ class CSmoke:
         }
 
 
-@dataclass(frozen=True)
-class Wheels:
+@dataclass(frozen=True, kw_only=True)
+class Wheels(StepOutput):
     raw: Mapping[str, Path]  # version -> the wheel scikit-build-core made (re-tagged)
     times: PerPython
-    artifacts: tuple[Artifact, ...] = ()
-
-    def manifest(self) -> Mapping[str, Any]:
-        return {}
 
 
-@dataclass(frozen=True)
-class Repaired:
+@dataclass(frozen=True, kw_only=True)
+class Repaired(StepOutput):
     wheels: Mapping[str, Path]  # version -> the repaired wheel, SBOM inside
     times: PerPython
-    artifacts: tuple[Artifact, ...] = ()
-
-    def manifest(self) -> Mapping[str, Any]:
-        return {}
 
 
-@dataclass(frozen=True)
-class Checks:
+@dataclass(frozen=True, kw_only=True)
+class Checks(StepOutput):
     main: Mapping[str, Any]  # the root Python's clean-root result
     others: Mapping[str, Any]  # version -> result, for the other CPythons
     times: PerPython
-    artifacts: tuple[Artifact, ...] = ()
 
     def manifest(self) -> Mapping[str, Any]:
         out: dict[str, Any] = {"clean_root_check": dict(self.main)}
@@ -167,19 +132,17 @@ class Checks:
         return out
 
 
-@dataclass(frozen=True)
-class Size:
+@dataclass(frozen=True, kw_only=True)
+class Size(StepOutput):
     report: Mapping[str, Any]
-    artifacts: tuple[Artifact, ...] = ()
 
     def manifest(self) -> Mapping[str, Any]:
         return {"size": dict(self.report)}
 
 
-@dataclass(frozen=True)
-class Published:
+@dataclass(frozen=True, kw_only=True)
+class Published(StepOutput):
     entries: tuple[Mapping[str, Any], ...]
-    artifacts: tuple[Artifact, ...] = ()
 
     def manifest(self) -> Mapping[str, Any]:
         return {"artifacts": [dict(e) for e in self.entries]}
@@ -196,7 +159,7 @@ class BuildState:
     timings: dict[str, float] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
 
-    def put(self, output: Output) -> None:
+    def put(self, output: StepOutput) -> None:
         self.outputs[type(output)] = output
 
     def get(self, kind: type[OutputT]) -> OutputT:

@@ -3,41 +3,35 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ortdist.errors import BuildError
 from ortdist.log import log
-from ortdist.manifest import Artifact
 from ortdist.pipeline import driver
 from ortdist.pipeline.context import BuildContext
-from ortdist.pipeline.state import BuildState, Output
+from ortdist.pipeline.layout import StepOutput
+from ortdist.pipeline.state import BuildState
 
 from .conftest import MakeEnv
 
 
-@dataclasses.dataclass(frozen=True)
-class Marker:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Marker(StepOutput):
     """A distinct output type per step, so the state keeps each one."""
 
     step: str
     seen: tuple[str, ...]
-    artifacts: tuple[Artifact, ...] = ()
-
-    def manifest(self) -> Mapping[str, Any]:
-        return {}
 
 
 def recording_steps(plan_steps: tuple[str, ...], ran: list[str]) -> dict[str, driver.Step]:
     def make(name: str) -> driver.Step:
         kind = type(f"Out_{name}", (Marker,), {})
 
-        def step(ctx: BuildContext, state: BuildState) -> Output:
+        def step(ctx: BuildContext, state: BuildState) -> StepOutput:
             ran.append(name)
-            out: Output = kind(name, tuple(state.timings))  # what had finished before this step
+            out: StepOutput = kind(step=name, seen=tuple(state.timings))  # what had finished before this step
             return out
 
         return step
@@ -97,7 +91,7 @@ def test_a_failing_step_stops_the_build(make_env: MakeEnv, capsys: pytest.Captur
     ran: list[str] = []
     steps = recording_steps(env.plan.steps, ran)
 
-    def broken(ctx: BuildContext, state: BuildState) -> Output:
+    def broken(ctx: BuildContext, state: BuildState) -> StepOutput:
         raise BuildError("no source")
 
     steps["source"] = broken
