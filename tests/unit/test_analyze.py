@@ -182,3 +182,16 @@ def test_bad_type_tracking_is_refused(mutate: Any, key: str, message: str) -> No
         parse_type_tracking(data)
     assert message in str(info.value)
     assert info.value.where == f"ortdist/data/type_tracking.toml key '{key}'"
+
+
+def test_the_ort_format_conversion_is_reproducible(tmp_path: Path) -> None:
+    """The published .ort files are artifacts: the same model converts to the same bytes every time
+    (ORT orders by heap address, so this fails with address randomisation on)."""
+    from ortdist.reduce.models import convert_on_host
+
+    onnx_model = write_reference(tmp_path, "cnn")
+    first, second = (
+        convert_on_host([onnx_model], tmp_path / run, level="extended", target_arch="x86_64")[0].read_bytes()
+        for run in ("one", "two")
+    )
+    assert first == second

@@ -22,6 +22,9 @@ from ..toolchains.debian_sysroot import pip_download_argv
 from . import analyze
 
 REFERENCE_PREFIX = "reference:"
+# ORT 1.21 serialises ORT-format models in an order that depends on heap addresses: with address
+# randomisation each conversion of the same model gives other bytes. Without it they are identical.
+FIXED_ADDRESSES = ("setarch", "-R")
 CONVERTER_PYTHON = "3.13"  # the clean root's CPython
 IN_ROOT_MODELS = IN_ROOT / "models"
 
@@ -120,9 +123,8 @@ def convert_to_ort_format(
         f"python{CONVERTER_PYTHON} -m venv {IN_ROOT_MODELS}/convert/venv && "
         f"{IN_ROOT_MODELS}/convert/venv/bin/pip install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
         f"onnxruntime=={ort_version} && "
-        f"{IN_ROOT_MODELS}/convert/venv/bin/python {IN_ROOT_MODELS}/convert/convert.py {level} {target_arch} "
-        + " ".join(pairs)
-        + f" > {IN_ROOT_MODELS}/convert/result.json"
+        f"{' '.join(FIXED_ADDRESSES)} {IN_ROOT_MODELS}/convert/venv/bin/python {IN_ROOT_MODELS}/convert/convert.py "
+        f"{level} {target_arch} " + " ".join(pairs) + f" > {IN_ROOT_MODELS}/convert/result.json"
     )
     code = run.stream(toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds), on_line=lambda _l: None, log=log)
     result_file = work / "result.json"
@@ -168,7 +170,10 @@ def convert_on_host(onnx_models: Sequence[Path], dest: Path, *, level: str, targ
         script = Path(tmp) / "convert.py"
         script.write_text(CONVERT_SCRIPT, encoding="utf-8")
         proc = subprocess.run(
-            [sys.executable, str(script), level, target_arch, *pairs], capture_output=True, text=True, check=False
+            [*FIXED_ADDRESSES, sys.executable, str(script), level, target_arch, *pairs],
+            capture_output=True,
+            text=True,
+            check=False,
         )
     try:
         failures = json.loads(proc.stdout.strip().splitlines()[-1])["failures"] if proc.stdout.strip() else {}
