@@ -74,17 +74,16 @@ def repair_one(ctx: BuildContext, state: BuildState, version: str, raw_wheel: Pa
     repaired.host.mkdir(parents=True)
     raw_inside = str(ctx.layout.work.inside / "wheel" / f"raw{sfx}" / raw_wheel.name)
     argv = repair.auditwheel_argv(raw_inside, str(repaired.inside), ctx.plan.repair_excludes, strip=ctx.plan.strip)
+    target_env = target_library_env(ctx)
     with ctx.open_log(f"repair{sfx}") as log:
         ctx.runner.call(
-            ctx.in_root(state.roots, [*target_library_env(ctx), *argv]),
+            ctx.in_root(state.roots, [*target_env, *argv]),
             log=log,
             error=PackageError,
             what="auditwheel repair",
         )
         show = ctx.runner.capture(
-            ctx.in_root(
-                state.roots, [*target_library_env(ctx), f"{IN_ROOT_TOOLS_VENV}/bin/auditwheel", "show", raw_inside]
-            ),
+            ctx.in_root(state.roots, [*target_env, f"{IN_ROOT_TOOLS_VENV}/bin/auditwheel", "show", raw_inside]),
             check=False,
         )
         log.write(show.stdout + show.stderr)
