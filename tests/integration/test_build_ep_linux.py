@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from ortdist.paths import Cache
+from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
+from ortdist.smoke.suite import expectations
 from ortdist.toolchains import load_toolchain, make_toolchain
 
 pytestmark = [
@@ -107,10 +109,12 @@ def test_smoke_suite_proves_nodes_ran_on_the_ep(built: tuple[EpCase, Path, dict[
     report, verdicts = smoke_wheel(wheel, tmp_path, Cache.default(), toolchain, with_node_tests=False)
     assert report["passed"], [f"{v.provider} {v.name}: {v.message}" for v in verdicts if not v.passed]
     assert report["environment"]["kind"] == "root"  # manylinux_2_39: not this host
-    for provider in case.providers:
-        on_ep = [v for v in verdicts if v.provider == provider and v.suite == "model"]
-        assert on_ep and all(v.passed and not v.skipped for v in on_ep)
-        # Proof, not a pass by default: every model of the EP's expectation put nodes on the EP.
-        assert all(v.share > 0 for v in on_ep), [(v.name, v.share) for v in on_ep]
-    cpu = [v for v in verdicts if v.provider == "CPUExecutionProvider"]
-    assert {v.name for v in cpu} == {"cnn", "transformer", "control_flow", "qdq_cnn", "fp16_mlp"}
+    table = expectations()
+    for provider in ("CPUExecutionProvider", *case.providers):
+        on_ep = {v.name: v for v in verdicts if v.provider == provider and v.suite == "model"}
+        # Every reference model ran with [EP, CPU], as a user calls it (control flow included).
+        assert set(on_ep) == set(BUILDERS), provider
+        assert all(v.passed and not v.skipped for v in on_ep.values())
+        # Proof, not a pass by default: every placement model of the EP put nodes on the EP.
+        placed = {name: on_ep[name].share for name in table[provider].placement_models}
+        assert all(share > 0 for share in placed.values()), (provider, placed)

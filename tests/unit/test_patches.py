@@ -102,8 +102,10 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004", "0005", "0006"]
-    assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt")]
+    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007"]
+    assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt"), ("xnnpack",)]
+    # A patch to one EP's code reaches only the builds with that EP.
+    assert "0007" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "dnnl"])}
     for patch in patches:
         text = patch.path.read_text()
         assert text.startswith("Subject: ")

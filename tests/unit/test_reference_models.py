@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from ortdist.smoke import models
-from ortdist.smoke.models import Tolerance, reference_models, tolerances
+from ortdist.smoke.models import reference_models, tolerances
 from ortdist.smoke.proof import compare
+from ortdist.smoke.suite import Tolerance
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +28,49 @@ def test_models_cover_what_the_suite_needs(generated: list[models.ReferenceModel
 
     depthwise = [n for n in onnx.load_from_string(generated[0].model).graph.node if n.name == "conv_dw"]
     assert depthwise and any(a.name == "group" and a.i == 8 for a in depthwise[0].attribute)
+
+
+def _subgraph_nodes(model: models.ReferenceModel) -> list[tuple[str, Any]]:
+    """(op type of the control-flow node, node) for every node inside an If/Loop body."""
+    import onnx
+
+    found = []
+    for node in onnx.load_from_string(model.model).graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                found += [(node.op_type, inner) for inner in attr.g.node]
+    return found
+
+
+def test_control_flow_models_put_ep_operators_inside_bodies_with_outer_scope_weights(
+    generated: list[models.ReferenceModel],
+) -> None:
+    """What XNNPACK tripped on: EP-eligible ops in If/Loop bodies whose weights live in the main graph,
+    with conditions and trip counts given at run time (so nothing folds the control flow away)."""
+    import onnx
+
+    by = {m.name: m for m in generated}
+    placed: dict[str, set[str]] = {}
+    for name in ("if_conv", "loop_conv", "qdq_control_flow"):
+        graph = onnx.load_from_string(by[name].model).graph
+        main_inits = {i.name for i in graph.initializer}
+        assert not {"flag", "trips"} & main_inits
+        assert {"flag", "trips"} & {i.name for i in graph.input}
+        for parent, node in _subgraph_nodes(by[name]):
+            placed.setdefault(parent, set()).add(node.op_type)
+            if node.op_type in ("Conv", "Gemm", "MatMul"):
+                assert node.input[1] in main_inits or node.input[1].endswith("_wdq"), (name, node.name)
+            if node.op_type == "DequantizeLinear" and node.name.endswith("_dq_w"):
+                assert node.input[0] in main_inits, (name, node.name)
+    assert {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool"} <= placed["If"]
+    assert {"Conv", "Gemm", "MaxPool", "QuantizeLinear", "DequantizeLinear"} <= placed["Loop"]
+    assert by["if_conv"].inputs["flag"].dtype == np.bool_ and by["loop_conv"].inputs["trips"] > 1
+
+
+def test_nodes_inside_bodies_are_listed(generated: list[models.ReferenceModel]) -> None:
+    loop = next(m for m in generated if m.name == "loop_conv")
+    assert loop.nodes["loop"] == "Loop" and loop.nodes["body_conv"] == "Conv"
+    assert "Conv" in loop.op_types
 
 
 def test_generation_is_deterministic(generated: list[models.ReferenceModel]) -> None:

@@ -56,20 +56,38 @@ def test_expectations_are_data_keyed_by_provider() -> None:
     assert "Conv" in table["XnnpackExecutionProvider"].ops
 
 
-def test_plan_cases_follows_expectations() -> None:
+def test_plan_cases_runs_every_model_on_every_claimed_ep() -> None:
     cases, unknown = plan_cases(["CPUExecutionProvider", "XnnpackExecutionProvider", "RknpuExecutionProvider"], FILES)
-    by = {(c["provider"], c["name"]) for c in cases}
-    assert ("CPUExecutionProvider", "transformer") in by
-    assert ("XnnpackExecutionProvider", "cnn") in by
-    assert ("XnnpackExecutionProvider", "transformer") not in by  # not an XNNPACK model
-    assert ("XnnpackExecutionProvider", "test_abs") in by
+    by = {(c["provider"], c["name"]): c for c in cases}
+    assert set(by) == {
+        (provider, name)
+        for provider in ("CPUExecutionProvider", "XnnpackExecutionProvider")
+        for name in ("cnn", "transformer", "test_abs")
+    }
     assert unknown == ["RknpuExecutionProvider"]
+    # Placement is checked where smoke.toml says; elsewhere the model must only run and match.
+    assert by[("XnnpackExecutionProvider", "cnn")]["must_take"] == "any"
+    assert by[("XnnpackExecutionProvider", "transformer")]["must_take"] == "none"
+    assert by[("CPUExecutionProvider", "transformer")]["must_take"] == "all"
     assert {c["must_take"] for c in cases if c["suite"] == "node"} == {"none"}
     # Only model cases of EPs that fuse what they take get the unoptimized attribution run.
     compiles = {(c["provider"], c["name"]): c["compiles"] for c in cases}
     assert compiles[("XnnpackExecutionProvider", "cnn")] is True
     assert compiles[("CPUExecutionProvider", "cnn")] is False
     assert compiles[("XnnpackExecutionProvider", "test_abs")] is False
+
+
+@pytest.mark.parametrize("provider", sorted(expectations()))
+def test_every_ep_is_planned_on_every_reference_model(provider: str) -> None:
+    from ortdist.smoke.models import BUILDERS
+
+    files = [ModelFiles("model", name, f"/m/{name}.onnx", f"/m/{name}.npz", 1e-4, 1e-4) for name in BUILDERS]
+    cases, unknown = plan_cases([provider], files)
+    assert not unknown
+    assert [c["name"] for c in cases] == list(BUILDERS)
+    placed = {c["name"] for c in cases if c["must_take"] != "none"}
+    exp = expectations()[provider]
+    assert placed == (set(exp.placement_models) if exp.must_take != "none" else set())
 
 
 def case(**kw: Any) -> dict[str, Any]:
@@ -173,6 +191,25 @@ def test_latency_travels_from_case_to_table() -> None:
     assert "1.235" in lines[1] and " - " in lines[2]
 
 
+def test_a_branch_that_did_not_run_is_neither_absorbed_nor_counted() -> None:
+    from ortdist.smoke.proof import compiled_share
+
+    model = {"if": "If", "then_conv": "Conv", "then_relu": "Relu", "else_neg": "Neg"}
+    ran = {"if": "CPUExecutionProvider", "then_conv": "CPUExecutionProvider", "then_relu": "CPUExecutionProvider"}
+    # The EP fused then_conv + then_relu; else_neg is missing because the else branch never ran.
+    plain = {"if": "CPUExecutionProvider", "DNNL_7_0": "DnnlExecutionProvider"}
+    absorbed, share = compiled_share(plain, ran, model, "DnnlExecutionProvider")
+    assert absorbed == {"then_conv": "Conv", "then_relu": "Relu"}
+    assert share == pytest.approx(2 / 3)
+    # Kernels named after model nodes count too; nothing that ran on the CPU does.
+    kernels = {"if": "CPUExecutionProvider", "then_conv_token_1": "XnnpackExecutionProvider"}
+    kernels |= {"then_relu": "CPUExecutionProvider"}
+    absorbed, share = compiled_share(kernels, ran, model, "XnnpackExecutionProvider")
+    assert absorbed == {} and share == pytest.approx(1 / 3)
+    absorbed, share = compiled_share(plain, {}, model, "DnnlExecutionProvider")
+    assert absorbed == {} and share == 0.0
+
+
 def test_a_compiling_ep_is_credited_with_the_nodes_its_partitions_absorbed() -> None:
     from ortdist.smoke.proof import absorbed_nodes
 
@@ -242,9 +279,13 @@ def test_smoke_facts_load_and_devices_stay_plain_objects_for_the_runner() -> Non
     ("mutate", "key", "message"),
     [
         (lambda d: d["providers"]["cpu"].update(must_take="most"), "providers.cpu.must_take", "is not one of"),
-        (lambda d: d["providers"]["cpu"].update(model=[]), "providers.cpu.model", "did you mean 'models'"),
+        (lambda d: d["providers"]["cpu"].update(placement_model=[]), "providers.cpu.placement_model", "did you mean"),
         (lambda d: d["providers"].update(cpx=d["providers"]["cpu"]), "providers.cpx", "unknown EP 'cpx'"),
-        (lambda d: d["providers"]["cpu"].update(models=["cnm"]), "providers.cpu.models", "unknown model(s) ['cnm']"),
+        (
+            lambda d: d["providers"]["cpu"].update(placement_models=["cnm"]),
+            "providers.cpu.placement_models",
+            "unknown model(s) ['cnm']",
+        ),
         (lambda d: d["providers"]["cuda"].update(device="tpu"), "providers.cuda.device", "unknown device 'tpu'"),
         (lambda d: d["providers"]["xnnpack"].update(device="cuda"), "providers.xnnpack.device", "provider_library"),
         (lambda d: d["devices"]["cuda"].pop("count"), "devices.cuda", "missing required key(s) ['count']"),

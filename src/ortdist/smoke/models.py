@@ -8,7 +8,7 @@ the semantics the graph encodes, because onnx 1.17's evaluator is unreliable on 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,10 +37,18 @@ class ReferenceModel:
 
     @property
     def nodes(self) -> dict[str, str]:
-        """Top-level node name -> op type: what a compiling EP's fused nodes are checked against."""
+        """Node name -> op type, If/Loop bodies included: what a compiling EP's fused nodes are
+        checked against, and what the share of nodes on an EP counts."""
         import onnx
 
-        return {n.name: n.op_type for n in onnx.load_from_string(self.model).graph.node}
+        def walk(graph: Any) -> Iterator[Any]:
+            for node in graph.node:
+                yield node
+                for attr in node.attribute:
+                    if attr.type == onnx.AttributeProto.GRAPH:
+                        yield from walk(attr.g)
+
+        return {n.name: n.op_type for n in walk(onnx.load_from_string(self.model).graph)}
 
 
 def save_case(directory: Path, model: bytes, inputs: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
@@ -207,16 +215,16 @@ def control_flow() -> ReferenceModel:
     n = helper.make_node
     vi = helper.make_tensor_value_info
     then_graph = helper.make_graph(
-        [n("Relu", ["x"], ["then_out"])], "then", [], [vi("then_out", TensorProto.FLOAT, [4])]
+        [n("Relu", ["x"], ["then_out"], name="then_relu")], "then", [], [vi("then_out", TensorProto.FLOAT, [4])]
     )
     else_graph = helper.make_graph(
-        [n("Neg", ["x"], ["else_out"])], "else", [], [vi("else_out", TensorProto.FLOAT, [4])]
+        [n("Neg", ["x"], ["else_out"], name="else_neg")], "else", [], [vi("else_out", TensorProto.FLOAT, [4])]
     )
     body = helper.make_graph(
         [
-            n("Mul", ["acc_in", "two"], ["doubled"]),
-            n("Add", ["doubled", "one"], ["acc_out"]),
-            n("Identity", ["cond_in"], ["cond_out"]),
+            n("Mul", ["acc_in", "two"], ["doubled"], name="body_mul"),
+            n("Add", ["doubled", "one"], ["acc_out"], name="body_add"),
+            n("Identity", ["cond_in"], ["cond_out"], name="body_cond"),
         ],
         "body",
         [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("acc_in", TensorProto.FLOAT, [4])],
@@ -334,12 +342,233 @@ def fp16_mlp() -> ReferenceModel:
     return _finish("fp16_mlp", fp16_mlp.__doc__ or "", graph, {"x": x})
 
 
+def _branch(prefix: str, nodes: list[Any], output: str, shape: list[int]) -> Any:
+    """A subgraph with no inputs of its own: it reads the main graph's tensors by name (outer scope)."""
+    from onnx import TensorProto, helper
+
+    for node in nodes:
+        node.name = f"{prefix}_{node.name}"
+    return helper.make_graph(nodes, prefix, [], [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)])
+
+
+def if_conv() -> ReferenceModel:
+    """Conv, pooling and Gemm/MatMul inside both branches of If (condition given at run time), their
+    weights initializers of the main graph; two If nodes on flag and not-flag run both branches."""
+    from onnx import TensorProto, helper
+
+    rng = _rng("if_conv")
+    f32 = np.float32
+    n = helper.make_node
+    inits = [
+        _init("w_conv", (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(f32)),
+        _init("b_conv", (rng.standard_normal(8) * 0.1).astype(f32)),
+        _init("w_fc", (rng.standard_normal((8, 10)) * 0.3).astype(f32)),
+        _init("b_fc", (rng.standard_normal(10) * 0.1).astype(f32)),
+        _init("w_mm", (rng.standard_normal((8, 10)) * 0.3).astype(f32)),
+    ]
+
+    def conv_gemm(prefix: str, out: str) -> Any:
+        return _branch(
+            prefix,
+            [
+                n("Conv", ["x", "w_conv", "b_conv"], [f"{prefix}_c"], pads=[1, 1, 1, 1], name="conv"),
+                n("Relu", [f"{prefix}_c"], [f"{prefix}_r"], name="relu"),
+                n("MaxPool", [f"{prefix}_r"], [f"{prefix}_p"], kernel_shape=[2, 2], strides=[2, 2], name="maxpool"),
+                n("GlobalAveragePool", [f"{prefix}_p"], [f"{prefix}_g"], name="gap"),
+                n("Flatten", [f"{prefix}_g"], [f"{prefix}_f"], name="flatten"),
+                n("Gemm", [f"{prefix}_f", "w_fc", "b_fc"], [out], name="gemm"),
+            ],
+            out,
+            [1, 10],
+        )
+
+    def conv_matmul(prefix: str, out: str) -> Any:
+        return _branch(
+            prefix,
+            [
+                n("Conv", ["x", "w_conv", "b_conv"], [f"{prefix}_c"], pads=[1, 1, 1, 1], strides=[2, 2], name="conv"),
+                n("Relu", [f"{prefix}_c"], [f"{prefix}_r"], name="relu"),
+                n("AveragePool", [f"{prefix}_r"], [f"{prefix}_p"], kernel_shape=[2, 2], strides=[2, 2], name="avgpool"),
+                n("GlobalAveragePool", [f"{prefix}_p"], [f"{prefix}_g"], name="gap"),
+                n("Flatten", [f"{prefix}_g"], [f"{prefix}_f"], name="flatten"),
+                n("MatMul", [f"{prefix}_f", "w_mm"], [out], name="matmul"),
+            ],
+            out,
+            [1, 10],
+        )
+
+    nodes = [
+        n(
+            "If",
+            ["flag"],
+            ["y"],
+            then_branch=conv_gemm("a_then", "a_out"),
+            else_branch=conv_matmul("a_else", "a_out2"),
+            name="if_flag",
+        ),
+        n("Not", ["flag"], ["not_flag"], name="not_flag"),
+        n(
+            "If",
+            ["not_flag"],
+            ["y_other"],
+            then_branch=conv_gemm("b_then", "b_out"),
+            else_branch=conv_matmul("b_else", "b_out2"),
+            name="if_not_flag",
+        ),
+    ]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "if_conv",
+        [vi("x", TensorProto.FLOAT, [1, 3, 16, 16]), vi("flag", TensorProto.BOOL, [])],
+        [vi("y", TensorProto.FLOAT, [1, 10]), vi("y_other", TensorProto.FLOAT, [1, 10])],
+        initializer=inits,
+    )
+    x = rng.standard_normal((1, 3, 16, 16)).astype(f32)
+    return _finish("if_conv", if_conv.__doc__ or "", graph, {"x": x, "flag": np.array(True)})
+
+
+def loop_conv() -> ReferenceModel:
+    """A Loop (trip count given at run time) whose body runs Conv, MaxPool and Gemm on weights that are
+    initializers of the main graph, carrying a feature map and a sum of each iteration's logits.
+
+    (Sums, not scan outputs: onnx 1.17's evaluator concatenates scan outputs where ONNX stacks them.)"""
+    from onnx import TensorProto, helper
+
+    rng = _rng("loop_conv")
+    f32 = np.float32
+    n = helper.make_node
+    vi = helper.make_tensor_value_info
+    inits = [
+        _init("keep_going", np.array(True)),
+        _init("logits0", np.zeros((1, 10), f32)),
+        _init("w_loop", (rng.standard_normal((4, 4, 3, 3)) / 6.0).astype(f32)),
+        _init("b_loop", (rng.standard_normal(4) * 0.1).astype(f32)),
+        _init("w_fc", (rng.standard_normal((256, 10)) / 16.0).astype(f32)),
+        _init("b_fc", (rng.standard_normal(10) * 0.1).astype(f32)),
+    ]
+    body = helper.make_graph(
+        [
+            n("Conv", ["h_in", "w_loop", "b_loop"], ["c"], pads=[1, 1, 1, 1], name="body_conv"),
+            n("Relu", ["c"], ["r"], name="body_relu"),
+            n("MaxPool", ["r"], ["h_out"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="body_maxpool"),
+            n("Flatten", ["h_out"], ["f"], name="body_flatten"),
+            n("Gemm", ["f", "w_fc", "b_fc"], ["logits"], name="body_gemm"),
+            n("Add", ["sum_in", "logits"], ["sum_out"], name="body_sum"),
+            n("Identity", ["cond_in"], ["cond_out"], name="body_cond"),
+        ],
+        "body",
+        [
+            vi("i", TensorProto.INT64, []),
+            vi("cond_in", TensorProto.BOOL, []),
+            vi("h_in", TensorProto.FLOAT, [1, 4, 8, 8]),
+            vi("sum_in", TensorProto.FLOAT, [1, 10]),
+        ],
+        [
+            vi("cond_out", TensorProto.BOOL, []),
+            vi("h_out", TensorProto.FLOAT, [1, 4, 8, 8]),
+            vi("sum_out", TensorProto.FLOAT, [1, 10]),
+        ],
+    )
+    graph = helper.make_graph(
+        [n("Loop", ["trips", "keep_going", "x", "logits0"], ["h", "logits"], body=body, name="loop")],
+        "loop_conv",
+        [vi("x", TensorProto.FLOAT, [1, 4, 8, 8]), vi("trips", TensorProto.INT64, [])],
+        [vi("h", TensorProto.FLOAT, [1, 4, 8, 8]), vi("logits", TensorProto.FLOAT, [1, 10])],
+        initializer=inits,
+    )
+    x = rng.standard_normal((1, 4, 8, 8)).astype(f32)
+    return _finish("loop_conv", loop_conv.__doc__ or "", graph, {"x": x, "trips": np.array(3, np.int64)})
+
+
+def qdq_control_flow() -> ReferenceModel:
+    """int8 QDQ Conv inside an If branch (run-time condition) and a Loop body (run-time trip count),
+    the int8 weights initializers of the main graph."""
+    from onnx import TensorProto, helper
+
+    rng = _rng("qdq_control_flow")
+    f32 = np.float32
+    n = helper.make_node
+    vi = helper.make_tensor_value_info
+    inits = [
+        _init("keep_going", np.array(True)),
+        _init("x_scale", np.array(0.02, f32)),
+        _init("zp", np.array(0, np.int8)),
+        _init("w", rng.integers(-64, 64, (8, 3, 3, 3)).astype(np.int8)),
+        _init("w_scale", np.array(0.01, f32)),
+        _init("w2", rng.integers(-48, 48, (8, 8, 1, 1)).astype(np.int8)),
+        _init("a_scale", np.array(0.05, f32)),
+    ]
+
+    def qdq_conv(prefix: str, x: str, weight: str, out: str, **attrs: Any) -> list[Any]:
+        p = prefix
+        return [
+            n("QuantizeLinear", [x, "x_scale" if weight == "w" else "a_scale", "zp"], [f"{p}_xq"], name=f"{p}_q_in"),
+            n(
+                "DequantizeLinear",
+                [f"{p}_xq", "x_scale" if weight == "w" else "a_scale", "zp"],
+                [f"{p}_xdq"],
+                name=f"{p}_dq_in",
+            ),
+            n("DequantizeLinear", [weight, "w_scale", "zp"], [f"{p}_wdq"], name=f"{p}_dq_w"),
+            n("Conv", [f"{p}_xdq", f"{p}_wdq"], [f"{p}_c"], name=f"{p}_conv", **attrs),
+            n("QuantizeLinear", [f"{p}_c", "a_scale", "zp"], [f"{p}_cq"], name=f"{p}_q_out"),
+            n("DequantizeLinear", [f"{p}_cq", "a_scale", "zp"], [out], name=f"{p}_dq_out"),
+        ]
+
+    then_branch = helper.make_graph(
+        qdq_conv("then", "x", "w", "then_out", pads=[1, 1, 1, 1]),
+        "then",
+        [],
+        [vi("then_out", TensorProto.FLOAT, [1, 8, 16, 16])],
+    )
+    else_branch = helper.make_graph(
+        [
+            *qdq_conv("else", "x", "w", "else_dq", pads=[1, 1, 1, 1]),
+            n("Neg", ["else_dq"], ["else_out"], name="else_neg"),
+        ],
+        "else",
+        [],
+        [vi("else_out", TensorProto.FLOAT, [1, 8, 16, 16])],
+    )
+    body = helper.make_graph(
+        [*qdq_conv("body", "h_in", "w2", "h_out"), n("Identity", ["cond_in"], ["cond_out"], name="body_cond")],
+        "body",
+        [
+            vi("i", TensorProto.INT64, []),
+            vi("cond_in", TensorProto.BOOL, []),
+            vi("h_in", TensorProto.FLOAT, [1, 8, 16, 16]),
+        ],
+        [vi("cond_out", TensorProto.BOOL, []), vi("h_out", TensorProto.FLOAT, [1, 8, 16, 16])],
+    )
+    graph = helper.make_graph(
+        [
+            n("If", ["flag"], ["branch"], then_branch=then_branch, else_branch=else_branch, name="if"),
+            n("Loop", ["trips", "keep_going", "branch"], ["output"], body=body, name="loop"),
+        ],
+        "qdq_control_flow",
+        [
+            vi("x", TensorProto.FLOAT, [1, 3, 16, 16]),
+            vi("flag", TensorProto.BOOL, []),
+            vi("trips", TensorProto.INT64, []),
+        ],
+        [vi("output", TensorProto.FLOAT, [1, 8, 16, 16])],
+        initializer=inits,
+    )
+    x = rng.uniform(-1, 1, (1, 3, 16, 16)).astype(f32)
+    inputs = {"x": x, "flag": np.array(True), "trips": np.array(2, np.int64)}
+    return _finish("qdq_control_flow", qdq_control_flow.__doc__ or "", graph, inputs, opset=21)
+
+
 BUILDERS: dict[str, Callable[[], ReferenceModel]] = {
     "cnn": cnn,
     "transformer": transformer,
     "control_flow": control_flow,
     "qdq_cnn": qdq_cnn,
     "fp16_mlp": fp16_mlp,
+    "if_conv": if_conv,
+    "loop_conv": loop_conv,
+    "qdq_control_flow": qdq_control_flow,
 }
 
 

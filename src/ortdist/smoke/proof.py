@@ -66,6 +66,22 @@ def absorbed_nodes(placement: dict[str, str], model_nodes: dict[str, str], provi
     return {name: op for name, op in model_nodes.items() if name not in present}
 
 
+def compiled_share(
+    placement: dict[str, str], ran: dict[str, str], model_nodes: dict[str, str], provider: str
+) -> tuple[dict[str, str], float]:
+    """(absorbed model nodes, share of the model nodes that ran which ran on ``provider``) for an EP
+    that compiles what it takes.
+
+    ``placement`` is the EP's unoptimized profiled run and ``ran`` a CPU-only one on the same inputs:
+    only model nodes the CPU run executed count, so the branch of an If these inputs do not take is
+    neither credited as absorbed nor counted against the EP.
+    """
+    executed = {name: op for name, op in model_nodes.items() if name in {model_node(n) for n in ran}}
+    absorbed = absorbed_nodes(placement, executed, provider)
+    kept = sum(1 for n, p in placement.items() if p == provider and model_node(n) in executed)
+    return absorbed, (len(absorbed) + kept) / len(executed) if executed else 0.0
+
+
 _LAYOUT_TOKEN = re.compile(r"_token_\d+$")
 
 

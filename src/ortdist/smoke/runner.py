@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from proof import (  # copied beside this script: ortdist/smoke/proof.py
-    absorbed_nodes,
     compare,
-    model_node,
+    compiled_share,
     read_profile_ops,
     share_on,
 )
@@ -82,7 +81,7 @@ def unoptimized_placement(
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.enable_profiling = True
-    options.profile_file_prefix = f"{profile_dir}/{case['suite']}_{case['name']}_unoptimized"
+    options.profile_file_prefix = f"{profile_dir}/{case['suite']}_{case['name']}_unoptimized_{len(providers)}"
     options.log_severity_level = 3
     session = ort.InferenceSession(case["model"], options, providers=providers)
     session.run(names, inputs)
@@ -129,11 +128,8 @@ def run_case(
             # An EP that fuses what it takes into nodes of its own: credit it with the model nodes
             # those fused nodes absorbed (see proof.absorbed_nodes).
             plain = unoptimized_placement(ort, case, providers, inputs, names, profile_dir)
-            out["absorbed"] = absorbed_nodes(plain, nodes, case["provider"])
-            on_ep = len(out["absorbed"]) + sum(
-                1 for n, p in plain.items() if p == case["provider"] and model_node(n) in nodes
-            )
-            out["share"] = on_ep / len(nodes)
+            ran = unoptimized_placement(ort, case, ["CPUExecutionProvider"], inputs, names, profile_dir)
+            out["absorbed"], out["share"] = compiled_share(plain, ran, nodes, case["provider"])
         errors, ok = {}, True
         unmatched = sorted(set(expected) - set(names))
         if unmatched or not expected:

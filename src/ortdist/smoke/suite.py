@@ -34,7 +34,7 @@ class Expectation:
     """What an EP must prove on the reference models ([providers.<ep>], ep a registry name)."""
 
     ep: str = field(metadata=KEY)
-    models: tuple[str, ...]
+    placement_models: tuple[str, ...]  # where must_take is checked; every model runs on every EP
     must_take: MustTake
     ops: tuple[str, ...] = ()
     node_tests: bool = False
@@ -76,11 +76,11 @@ def parse_smoke_facts(data: dict[str, Any]) -> SmokeFacts:
             raise DataError(
                 f"unknown EP {name!r}", where=where(_ORIGIN, f"providers.{name}"), fix="use a name of providers.toml"
             )
-        unknown = sorted(set(exp.models) - set(facts.models))
+        unknown = sorted(set(exp.placement_models) - set(facts.models))
         if unknown:
             raise DataError(
                 f"unknown model(s) {unknown}",
-                where=where(_ORIGIN, f"providers.{name}.models"),
+                where=where(_ORIGIN, f"providers.{name}.placement_models"),
                 fix=f"reference models: {', '.join(facts.models)}",
             )
         if exp.device and exp.device not in facts.devices:
@@ -142,7 +142,11 @@ class ModelFiles:
 
 
 def plan_cases(claimed: list[str], files: list[ModelFiles]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Cases for the runner, and the claimed providers the suite has no expectations for."""
+    """Cases for the runner, and the claimed providers the suite has no expectations for.
+
+    Every reference model runs on every claimed EP, as a user calls it (the EP first, the CPU as
+    fallback): a session that cannot be created or an output off the reference fails, wherever the
+    nodes land. Where the EP must take nodes (must_take) is checked on its placement_models only."""
     table = expectations()
     cases: list[dict[str, Any]] = []
     unknown: list[str] = []
@@ -152,7 +156,8 @@ def plan_cases(claimed: list[str], files: list[ModelFiles]) -> tuple[list[dict[s
             unknown.append(provider)
             continue
         for f in files:
-            if (f.suite == "model" and f.name in exp.models) or (f.suite == "node" and exp.node_tests):
+            if f.suite == "model" or exp.node_tests:
+                placement_checked = f.suite == "model" and f.name in exp.placement_models
                 cases.append(
                     {
                         "suite": f.suite,
@@ -162,7 +167,7 @@ def plan_cases(claimed: list[str], files: list[ModelFiles]) -> tuple[list[dict[s
                         "atol": f.atol,
                         "rtol": f.rtol,
                         "provider": provider,
-                        "must_take": exp.must_take if f.suite == "model" else "none",
+                        "must_take": exp.must_take if placement_checked else "none",
                         "nodes": f.nodes,
                         "compiles": exp.compiles and f.suite == "model",
                         "expect_error": f.expect_error,
@@ -278,7 +283,8 @@ def judge(
                         "ops", provider, f"no {', '.join(lacking)} node ran on {provider} in any reference model"
                     )
                 )
-        if exp and not exp.models and not exp.node_tests and provider in result.get("available_providers", []):
+        available_here = provider in result.get("available_providers", [])
+        if exp and not exp.placement_models and not exp.node_tests and available_here:
             verdicts.append(Verdict("model", "-", provider, True, True, f"skipped: {exp.note}", 0.0, 0.0, 0.0))
     for provider in unknown:
         verdicts.append(
