@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 
 def to_ort(tmp_path: Path, onnx_model: Path, level: str = "extended") -> Path:
     """Convert with PyPI's onnxruntime 1.21.0 (the tests' control wheel), as the build does."""
-    import onnxruntime as ort
+    ort = pytest.importorskip("onnxruntime", reason="the control wheel: nox -s tests and nox -s unit install it")
 
     levels = {
         "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,

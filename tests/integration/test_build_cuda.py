@@ -23,22 +23,20 @@ from typing import Any
 import pytest
 
 from ortdist.paths import Cache
+from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
+from ortdist.smoke.suite import expectations
 from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
 
 PROJECT = Path(__file__).resolve().parents[2]
 CUDA = "CUDAExecutionProvider"
 PROVIDER_LIBRARY = "libonnxruntime_providers_cuda.so"
-BUILT = Cache.default().work("cuda-linux") / "build" / PROVIDER_LIBRARY
 
+# Without a cached build tree (or ORTDIST_CUDA_TESTS=1) tests/conftest.py deselects this module.
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.cuda_tree,
     pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
-    pytest.mark.skipif(
-        not BUILT.is_file() and os.environ.get("ORTDIST_CUDA_TESTS") != "1",
-        reason="no cached cuda-linux build tree (about 2 h to compile on 2 cores): run `nox -s build-cuda-linux` "
-        "once, or set ORTDIST_CUDA_TESTS=1",
-    ),
 ]
 VENDOR_LIBRARIES = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", "libnvrtc", "libcuda.")
 
@@ -94,21 +92,29 @@ def test_smoke_proves_cuda_or_skips_it_for_want_of_a_gpu(
     built: tuple[Path, dict[str, Any]], toolchain: Toolchain, tmp_path: Path
 ) -> None:
     wheel, _ = built
-    report, verdicts = smoke_wheel(wheel, tmp_path, Cache.default(), toolchain, with_node_tests=False)
+    # A GPU runner sets ORTDIST_REQUIRE_DEVICE=1: there a missing or broken GPU fails instead of skipping.
+    require = os.environ.get("ORTDIST_REQUIRE_DEVICE") == "1"
+    report, verdicts = smoke_wheel(
+        wheel, tmp_path, Cache.default(), toolchain, with_node_tests=False, require_devices=require
+    )
     assert report["claimed"] == ["CPUExecutionProvider", CUDA]
     cpu = [v for v in verdicts if v.provider == "CPUExecutionProvider"]
     assert cpu and all(v.passed and not v.skipped and v.share == 1.0 for v in cpu)
-    cuda = [v for v in verdicts if v.provider == CUDA]
-    assert {v.name for v in cuda} == {"cnn", "transformer", "qdq_cnn", "fp16_mlp"}
+    cuda = {v.name: v for v in verdicts if v.provider == CUDA}
+    assert set(cuda) == set(BUILDERS)
     device = report["devices"][CUDA]
+    if require:
+        assert device["status"] == "present", device
     if device["status"] == "absent":
         # The provider library and the CUDA runtime from the nvidia-* wheels loaded; only the GPU is missing.
-        assert all(v.skipped and v.message.startswith("skipped: no GPU") for v in cuda), [v.message for v in cuda]
+        assert all(v.skipped and v.message.startswith("skipped: no GPU") for v in cuda.values())
         junit = (tmp_path / f"{wheel.stem}.junit.xml").read_text()
-        assert 'failures="0"' in junit and 'skipped="4"' in junit
+        assert 'failures="0"' in junit and f'skipped="{len(BUILDERS)}"' in junit
     else:
         assert device["status"] == "present", device
-        assert all(v.passed and not v.skipped and v.share == 1.0 for v in cuda), [v.message for v in cuda]
+        assert all(v.passed and not v.skipped for v in cuda.values()), [v.message for v in cuda.values()]
+        placed = expectations()[CUDA].placement_models
+        assert all(cuda[name].share == 1.0 for name in placed), {n: cuda[n].share for n in placed}
     assert report["passed"]
 
 

@@ -23,6 +23,7 @@ from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.smoke.suite import expectations
 from ortdist.toolchains import load_toolchain, make_toolchain
+from smoke_helpers import expected_smoke_environment
 
 pytestmark = [
     pytest.mark.integration,
@@ -108,7 +109,7 @@ def test_smoke_suite_proves_nodes_ran_on_the_ep(built: tuple[EpCase, Path, dict[
     toolchain = make_toolchain(load_toolchain(PROJECT, "debian-trixie"))
     report, verdicts = smoke_wheel(wheel, tmp_path, Cache.default(), toolchain, with_node_tests=False)
     assert report["passed"], [f"{v.provider} {v.name}: {v.message}" for v in verdicts if not v.passed]
-    assert report["environment"]["kind"] == "root"  # manylinux_2_39: not this host
+    assert report["environment"]["kind"] == expected_smoke_environment((2, 39), "3.13")
     table = expectations()
     for provider in ("CPUExecutionProvider", *case.providers):
         on_ep = {v.name: v for v in verdicts if v.provider == provider and v.suite == "model"}

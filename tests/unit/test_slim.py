@@ -361,18 +361,26 @@ def test_a_foreign_wheel_is_emulated_or_refused(tmp_path: Path) -> None:
         choose(info, ("3.13",), (2, 41), (2, 36), None, {})
 
 
-def test_a_refusal_is_expected_only_with_the_expected_status() -> None:
+def test_a_refusal_is_expected_only_for_want_of_a_kernel_the_build_lacks() -> None:
     from ortdist.smoke.suite import judge_case
 
     base = {"suite": "model", "name": "transformer", "provider": "CPUExecutionProvider", "must_take": "all"}
+    said = "NotImplemented: [ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for "
     refused = {
         **base,
         "expect_error": "NOT_IMPLEMENTED",
+        "refused_ops": ["Erf", "LayerNormalization"],
         "status": "error",
-        "error": "NotImplemented: ... NOT_IMPLEMENTED : x",
+        "error": said + "LayerNormalization(17) node with name 'ln1'",
     }
-    assert judge_case(refused).passed
+    verdict = judge_case(refused)
+    assert verdict.passed and verdict.message.startswith("refused as expected: no kernel for LayerNormalization")
+    # NOT_IMPLEMENTED for something else (an op the build has, an unsupported attribute): a failure.
+    kept_op = {**refused, "error": said + "MatMul(13) node with name 'q_proj'"}
+    assert not judge_case(kept_op).passed
+    vague = {**refused, "error": "NotImplemented: [ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : x"}
+    assert not judge_case(vague).passed
     other = {**refused, "error": "Fail: [ONNXRuntimeError] : 1 : FAIL : broken"}
-    assert not judge_case(other).passed
+    assert "not for want of a kernel for Erf or LayerNormalization" in judge_case(other).message
     ran = {**base, "expect_error": "NOT_IMPLEMENTED", "status": "ok", "outputs_ok": True, "placement": {}}
     assert "outside the reduced operator set ran" in judge_case(ran).message

@@ -131,7 +131,7 @@ def overlay_venv_commands(python: str, venv: str) -> VenvCommands:
 MAX_CRASHES = 25  # beyond this the wheel is broken, not a kernel or two
 # What a case result carries over from its plan; the same tuple as in runner.py, which runs
 # standalone in the wheel's environment and cannot be imported from here.
-CASE_KEYS = ("suite", "name", "provider", "must_take", "expect_error")
+CASE_KEYS = ("suite", "name", "provider", "must_take", "expect_error", "refused_ops")
 
 
 def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, toolchain: Toolchain, log: TextIO) -> int:

@@ -116,6 +116,9 @@ def _reduced_files(
             tol[m.name].rtol,
             {},  # node names change in the optimized ORT-format model
             expect_error=REDUCED_REFUSAL if m is outside else "",
+            refused_ops=tuple(sorted(op for op in m.op_types if f"ai.onnx:{op}" not in operators))
+            if m is outside
+            else (),
         )
         for m in chosen
     ]

@@ -35,7 +35,7 @@ from proof import (  # copied beside this script: ortdist/smoke/proof.py
 
 # What a case result carries over from its plan (the judge reads them back). Also in env.py:
 # this script runs standalone in the wheel's environment and cannot be imported there.
-CASE_KEYS = ("suite", "name", "provider", "must_take", "expect_error")
+CASE_KEYS = ("suite", "name", "provider", "must_take", "expect_error", "refused_ops")
 
 
 @contextlib.contextmanager
