@@ -167,14 +167,26 @@ def test_wheel_and_archive_carry_an_sbom_that_inspect_prints(built: tuple[Path, 
     assert any("libre2" in line and "<- libre2-11" in line for line in bundled), bundled
 
 
-def test_a_fresh_rebuild_is_byte_identical(built: tuple[Path, dict[str, Any], str], tmp_path: Path) -> None:
-    """Reproducibility: discard the build tree, build again (ccache may serve the objects), compare."""
+def test_an_offline_rebuild_after_rm_rf_is_served_by_ccache_and_byte_identical(
+    built: tuple[Path, dict[str, Any], str], tmp_path: Path
+) -> None:
+    """The build tree removed as a user would (rm -rf), then rebuilt with --fresh in a network
+    namespace with no network at all: configure and compile need nothing from outside, every object
+    is a compiler-cache hit, and the artifacts are the same bytes."""
+    import shutil
+
+    from ortdist.paths import Cache
+
     _, manifest, _ = built
     project = Path(__file__).resolve().parents[2]
-    proc = ortdist(project, "build", "cpu-linux", "--fresh", "--dist", str(tmp_path))
+    shutil.rmtree(Cache.default().work("cpu-linux") / "build")
+    argv = ["unshare", "--net", "--", sys.executable, "-m", "ortdist", "build", "cpu-linux", "--fresh"]
+    proc = subprocess.run([*argv, "--dist", str(tmp_path)], cwd=project, text=True, capture_output=True, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "--fresh: discarding" in proc.stderr
     again = json.loads((tmp_path / "cpu-linux" / "manifest.json").read_text())
+    cache = again["compiler_cache"]
+    assert cache["cache_miss"] == 0 and cache["direct_cache_hit"] + cache["preprocessed_cache_hit"] > 500, cache
     first = {a["path"]: a["sha256"] for a in manifest["artifacts"]}
     second = {a["path"]: a["sha256"] for a in again["artifacts"]}
     assert second == first and len(first) == len(manifest["artifacts"])  # both wheels too
@@ -310,6 +322,17 @@ def test_one_core_two_pythons(built: tuple[Path, dict[str, Any], str], tmp_path:
         assert f"-cp{version.replace('.', '')}-" in wheel.name
     assert modules["3.13"] != modules["3.11"]
     assert b"python3.11" not in modules["3.13"]
+    # The core was compiled once: both wheels carry the same C library, and the 3.11 binding's build
+    # compiles the binding's own sources only and links the main build's core archives.
+    libraries = {v: zipfile.ZipFile(w).read("onnxruntime/capi/libonnxruntime.so.1.21.0") for v, w in wheels.items()}
+    assert libraries["3.11"] == libraries["3.13"]
+    ninja = (Cache.default().work("cpu-linux") / "work" / "binding-3.11" / "build.ninja").read_text()
+    edges = dict(line[len("build ") :].split(": ", 1) for line in ninja.splitlines() if line.startswith("build "))
+    compiled = [target for target in edges if target.endswith(".o")]
+    assert compiled and all("/ortdist/source/onnxruntime/python/" in target for target in compiled), compiled
+    (link,) = [rule for target, rule in edges.items() if target.endswith("onnxruntime_pybind11_state.so")]
+    core = ("libonnxruntime_framework.a", "libonnxruntime_providers.a", "libonnxruntime_mlas.a")
+    assert all(f"/ortdist/build/{archive}" in link for archive in core), link[:500]
     timings = manifest["python_versions"]["3.11"]
     assert timings["binding_s"] >= 0 and timings["wheel_s"] > 0 and timings["check_s"] > 0
     assert manifest["clean_root_check_other_python"]["3.11"]["ok"] is True

@@ -18,7 +18,7 @@ from ..fsutil import atomic_copy, remove_tree
 from ..log import log
 from ..paths import IN_ROOT, IN_ROOT_WHEELHOUSE, Cache, project_root
 from ..toolchains import Bind, Toolchain, load_toolchain, make_toolchain
-from ..toolchains.debian_sysroot import pip_download_argv
+from ..toolchains.debian_sysroot import wheelhouse_argvs
 from . import analyze
 
 REFERENCE_PREFIX = "reference:"
@@ -95,11 +95,9 @@ def convert_to_ort_format(
 ) -> list[Path]:
     """``dest/<name>.ort`` per model, written by onnxruntime==ort_version from PyPI."""
     house = cache.wheelhouse(CONVERTER_PYTHON)
-    run.capture(
-        pip_download_argv(house, CONVERTER_PYTHON, [f"onnxruntime=={ort_version}"]),
-        error=ModelError,
-        what=f"downloading onnxruntime=={ort_version} to convert the models",
-    )
+    offline, online = wheelhouse_argvs(house, CONVERTER_PYTHON, [f"onnxruntime=={ort_version}"])
+    if run.capture(offline, check=False).returncode != 0:
+        run.capture(online, error=ModelError, what=f"downloading onnxruntime=={ort_version} to convert the models")
     remove_tree(dest)
     dest.mkdir(parents=True)
     work = dest.parent / "convert"

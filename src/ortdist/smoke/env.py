@@ -20,7 +20,7 @@ from ..errors import CheckError
 from ..fsutil import remove_tree
 from ..paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE, Cache
 from ..toolchains import Bind, Toolchain
-from ..toolchains.debian_sysroot import in_root_python, pip_download_argv, python_layout
+from ..toolchains.debian_sysroot import in_root_python, python_layout, wheelhouse_argvs
 from .wheelinfo import WheelInfo
 
 IN_ROOT_SMOKE = IN_ROOT / "smoke"
@@ -141,11 +141,9 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
     failed case and the runner restarts after it, so one bad kernel cannot hide every other result.
     """
     house = cache.wheelhouse(info.python, info.arch)
-    run.capture(
-        pip_download_argv(house, info.python, list(info.all_requirements), info.arch),
-        error=CheckError,
-        what=f"downloading the requirements of {info.path.name}",
-    )
+    offline, online = wheelhouse_argvs(house, info.python, list(info.all_requirements), info.arch)
+    if run.capture(offline, check=False).returncode != 0:
+        run.capture(online, error=CheckError, what=f"downloading the requirements of {info.path.name}")
     venv = workdir / "venv"
     remove_tree(venv)
     if choice.kind == "host":

@@ -490,6 +490,16 @@ def relativize_symlinks(root: Path) -> int:
     return changed
 
 
+def wheelhouse_argvs(
+    dest: Path, python: str, requirements: Sequence[str], arch: str = "x86_64"
+) -> tuple[list[str], list[str]]:
+    """(offline, online) pip downloads into the wheelhouse ``dest``: run the first, and the second only
+    if it fails. What the wheelhouse already holds needs no network, so a warm rebuild works offline."""
+    online = pip_download_argv(dest, python, requirements, arch)
+    offline = [*online[: -len(requirements) or None], "--no-index", "--find-links", str(dest), *requirements]
+    return offline, online
+
+
 def pip_download_argv(dest: Path, python: str, requirements: Sequence[str], arch: str = "x86_64") -> list[str]:
     """pip download for CPython ``python`` on ``arch`` Linux, binary wheels only."""
     tag = python.replace(".", "")

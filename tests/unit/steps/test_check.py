@@ -65,6 +65,8 @@ def test_each_wheel_is_checked_in_a_clean_root(make_env: MakeEnv) -> None:
         env.ctx.cache.wheelhouse("3.13"),
         env.ctx.cache.wheelhouse("3.11"),
     ]
+    # A wheelhouse that has the requirements is enough: no network (a warm rebuild works offline).
+    assert all("--no-index" in c.argv and "--find-links" in c.argv for c in downloads)
     main, other = env.matching("probe.py")
     clean = env.toolchain.base / "clean-root"
     assert main.root == clean and other.root == clean
@@ -147,3 +149,19 @@ def test_a_cross_wheel_is_checked_under_the_emulator_with_a_bare_target_python(m
     assert (env.layout.work.host / "check" / "model.ort").read_bytes() == b"ORTM"
     assert "aarch64" in env.only("pip download").text
     assert out.main["root"] == "build-root"
+
+
+def test_the_index_is_asked_only_for_what_the_wheelhouse_lacks(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    env.runner.on("probe.py", probe(GOOD))
+    for python in ("3.13", "3.11"):  # the wheelhouses lack something
+        env.runner.on(f"--no-index --find-links {env.ctx.cache.wheelhouse(python)}", returncode=1)
+    check.run(env.ctx, env.state)
+    downloads = env.matching("pip download")
+    assert ["--no-index" in c.argv for c in downloads] == [True, False, True, False]
+    offline, online = (list(c.argv) for c in downloads[:2])
+    at = offline.index("--find-links")
+    assert offline[at + 1] == str(env.ctx.cache.wheelhouse("3.13"))
+    del offline[at : at + 2]
+    offline.remove("--no-index")
+    assert offline == online  # the same request, from the index this time

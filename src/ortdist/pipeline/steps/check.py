@@ -16,7 +16,7 @@ from ...log import log
 from ...paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE
 from ...smoke.env import overlay_venv_commands, venv_commands
 from ...toolchains import Bind
-from ...toolchains.debian_sysroot import in_root_python, pip_download_argv, python_layout
+from ...toolchains.debian_sysroot import in_root_python, python_layout, wheelhouse_argvs
 from ..context import BuildContext
 from ..runner import Command
 from ..state import BuildState, Checks, PerPython, Repaired
@@ -35,11 +35,11 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
     shutil.copyfile(PACKAGE / "smoke" / "proof.py", check / "proof.py")
     arch = plan.target.arch
     house = ctx.cache.wheelhouse(python, arch)
-    ctx.runner.capture(
-        Command(tuple(pip_download_argv(house, python, list(plan.version.python_requires), arch))),
-        error=CheckError,
-        what="downloading the wheel's runtime dependencies",
-    )
+    offline, online = wheelhouse_argvs(house, python, list(plan.version.python_requires), arch)
+    if ctx.runner.capture(Command(tuple(offline)), check=False).returncode != 0:
+        ctx.runner.capture(
+            Command(tuple(online)), error=CheckError, what="downloading the wheel's runtime dependencies"
+        )
     cross = ctx.cross
     with ctx.open_log(f"check{sfx}") as out:
         venv = ctx.layout.recipe_work / "check-venv"
