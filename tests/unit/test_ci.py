@@ -249,6 +249,11 @@ def test_runner_facts_cover_every_target_and_only_real_ep_targets() -> None:
     del no_repair["repair"]["delocate"]
     with pytest.raises(DataError, match=r"needs \[repair.delocate\]"):
         ci.parse_runner_facts(no_repair, targets, eps)
+    kind = copy.deepcopy(data)
+    kind["toolchain_kinds"]["xcodes"] = kind["toolchain_kinds"].pop("xcode")
+    with pytest.raises(DataError, match="unknown toolchain kind 'xcodes'") as err:
+        ci.parse_runner_facts(kind, targets, eps)
+    assert err.value.where == "ortdist/data/runners.toml key 'toolchain_kinds.xcodes'"
     wrong = copy.deepcopy(data)
     wrong["workflow"]["timeout_minutes"] = "180"
     with pytest.raises(DataError, match="must be a whole number") as err:

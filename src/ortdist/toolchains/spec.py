@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from .. import registry
 from ..config import construct, convert_fields, convert_table, did_you_mean, dotted, read_toml, where
 from ..errors import RecipeError
 from ..fsutil import sha256_file, sha256_text
@@ -128,6 +129,12 @@ class ToolchainSpec:
     extra_python: Mapping[str, OtherPython] = field(default_factory=_empty)
     # Along ``extends``: the toolchain whose file states a define ("ep_cmake.cuda.X" -> "cuda12").
     declared_in: Mapping[str, str] = field(default_factory=_empty)
+
+    @property
+    def has_root(self) -> bool:
+        """Its builds run inside a root, at the fixed /ortdist paths; else on the runner itself
+        (data/toolchain_kinds.toml)."""
+        return registry.toolchain_kinds()[self.kind].root
 
     def declaring(self, table: str, key: str) -> str:
         """The toolchain, this one or a parent, whose file states ``key`` of [table] (plan provenance)."""
@@ -288,6 +295,14 @@ def _digests(data: dict[str, Any], files: list[Path], shims_dirs: tuple[Path, ..
 
 def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
     """What the typed conversion cannot see: facts that span keys (or files, along ``extends``)."""
+    kinds = registry.toolchain_kinds()
+    if tc.kind not in kinds:
+        raise RecipeError(
+            f"unknown toolchain kind {tc.kind!r}",
+            where=where(str(path) + where_all, "kind"),
+            fix=did_you_mean(tc.kind, kinds)
+            or f"kinds: {', '.join(kinds)} ({registry.data_origin('toolchain_kinds.toml')})",
+        )
     if tc.plan_only and not tc.needs:
         raise RecipeError(
             "a plan_only toolchain must say what a machine needs to run it",
