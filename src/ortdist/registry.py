@@ -187,6 +187,12 @@ def providers() -> dict[str, ExecutionProvider]:
     return parse_providers(load_data("providers.toml"), targets())
 
 
+def ep_switches() -> frozenset[str]:
+    """Every EP's CMake switches: only execution_providers set them, never a recipe's or toolchain's
+    own defines."""
+    return frozenset(key for ep in providers().values() for key in ep.cmake)
+
+
 def cuda_eps() -> frozenset[str]:
     """EPs whose kernels nvcc compiles: a recipe's [cuda] table applies to them."""
     return frozenset(name for name, ep in providers().items() if "CUDA" in ep.compile_languages)

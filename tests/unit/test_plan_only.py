@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 import pytest
 
+from ortdist import registry
 from ortdist.compiler_cache import CACHES
 from ortdist.errors import RecipeError
 from ortdist.paths import IN_ROOT, IN_ROOT_EP_WHEELS, IN_ROOT_TOOLS_VENV
@@ -145,6 +147,41 @@ def test_a_wheel_names_the_repair_tool_of_its_platform(project: Path, recipe: st
     assert plan.summary()["wheel_repair"] == (REPAIR[recipe] or None)
     assert plan.builds_wheel == bool(REPAIR[recipe])
     assert ("repair" in plan.steps) == bool(REPAIR[recipe])
+
+
+def switched_on(plan: BuildPlan) -> list[str]:
+    """The EP switches (any EP's, from the registry) the configure command turns on."""
+    switches = {key for ep in registry.providers().values() for key in ep.cmake}
+    return sorted(k for k, v in plan.cmake_defines.items() if k in switches and v == "ON")
+
+
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        # after [ep_cmake.tensorrt], the file's last table: switches off an EP the recipe lists
+        ('onnxruntime_USE_CUDA = "OFF"', "ep_cmake.tensorrt.onnxruntime_USE_CUDA"),
+        # a top-level dotted key, before any table: switches on an EP the recipe does not list
+        ('cmake.onnxruntime_USE_DNNL = "ON"', "cmake.onnxruntime_USE_DNNL"),
+    ],
+)
+def test_a_toolchain_cannot_switch_eps(
+    project: Path, tmp_path: Path, recipe_from: Callable[..., Recipe], line: str, where: str
+) -> None:
+    """EP switches come from the recipe's execution_providers alone: a toolchain's [cmake] or
+    [ep_cmake] define would build another set of EPs than the plan lists (and the wheel names)."""
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    path = tmp_path / "toolchains" / "cuda12-tensorrt.toml"
+    text = path.read_text()
+    path.write_text(f"{line}\n{text}" if line.startswith("cmake.") else f"{text}{line}\n")
+    recipe = recipe_from(
+        'toolchain = "cuda12-tensorrt"\nexecution_providers = ["tensorrt"]\n[cuda]\narchitectures = ["90"]\n'
+    )
+    with pytest.raises(RecipeError, match="EP switch") as err:
+        plan = make_plan(recipe, load_toolchain(tmp_path, "cuda12-tensorrt"), ())
+        wanted = sorted({key for ep in plan.providers for key in ep.cmake})
+        assert switched_on(plan) == wanted, f"the plan lists {[ep.name for ep in plan.providers]}"
+    assert err.value.where == f"{path} key '{where}'"
+    assert "execution_providers" in str(err.value.fix)
 
 
 # --- the facts behind it ----------------------------------------------------------------------------

@@ -293,6 +293,25 @@ def _digests(data: dict[str, Any], files: list[Path], shims_dirs: tuple[Path, ..
     return digest, sha256_text(json.dumps(root, sort_keys=True))
 
 
+def _check_ep_switches(chain: list[tuple[Path, dict[str, Any]]]) -> None:
+    """No toolchain define is an EP switch: a [cmake] one would switch on EPs the recipe does not list,
+    an [ep_cmake] one (passed after the EP's own switch) switch off one it does."""
+    switches = registry.ep_switches()
+    for path, data in chain:
+        tables = {"cmake": data.get("cmake", {})}
+        tables |= {dotted("ep_cmake", ep): defines for ep, defines in data.get("ep_cmake", {}).items()}
+        tables |= {dotted(dotted("cross", t), "cmake"): c.get("cmake", {}) for t, c in data.get("cross", {}).items()}
+        for table, defines in tables.items():
+            for key in defines:
+                if key in switches:
+                    raise RecipeError(
+                        f"{key} is an EP switch; toolchains do not set EP switches",
+                        where=where(str(path), dotted(table, key)),
+                        fix="drop it: the recipe's execution_providers switch EPs on (providers.toml), and a "
+                        "toolchain provides an EP through [ep_packages], [ep_wheels] or provides",
+                    )
+
+
 def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
     """What the typed conversion cannot see: facts that span keys (or files, along ``extends``)."""
     kinds = registry.toolchain_kinds()
@@ -359,6 +378,7 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
     kwargs = convert_fields(ToolchainFile, data, origin=str(path) + where_all, error=RecipeError)
     tc = construct(ToolchainFile, kwargs, origin=str(path) + where_all, error=RecipeError)
     _check(tc, path, where_all)
+    _check_ep_switches(chain)
     shims_dirs = tuple(f.with_suffix("") / "cmake-shims" for f in files)
     digest, root_digest = _digests(data, files, shims_dirs)
     return ToolchainSpec(
