@@ -170,6 +170,14 @@ def parse_runner_facts(
             )
         for triple, runner in per_target.items():
             _check_runner(runner, f"providers.{ep}.{triple}")
+    kinds = registry.toolchain_kinds()
+    for kind in facts.toolchain_kinds:
+        if kind not in kinds:
+            raise DataError(
+                f"unknown toolchain kind {kind!r}",
+                where=where(_WHERE, f"toolchain_kinds.{kind}"),
+                fix=f"kinds: {', '.join(kinds)} ({registry.data_origin('toolchain_kinds.toml')})",
+            )
     return facts
 
 

@@ -130,6 +130,24 @@ CACHES: dict[str, CompilerCache] = {
 }
 
 
+# The plan's cache where the build runs without a root (toolchain_kinds.toml): both caches above
+# live at in-root paths. No launcher, no environment, no commands; nothing binds or runs it.
+NO_CACHE = CompilerCache(
+    name="none",
+    cache_dir="",
+    in_root_dir=Path(),
+    launcher="",
+    tool=None,
+    defaults={},
+    passthrough=(),
+    fixed={},
+    zero_stats=(),
+    show_stats=(),
+    stop=(),
+    parse_stats=lambda _output: {},
+)
+
+
 def compiler_cache(name: str | None = None) -> CompilerCache:
     """By name, else $ORTDIST_COMPILER_CACHE, else ccache."""
     chosen = name or os.environ.get("ORTDIST_COMPILER_CACHE") or "ccache"

@@ -7,23 +7,57 @@ can read what a build will do (``ortdist plan RECIPE``) before spending half an 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
 from . import registry
-from .compiler_cache import CACHES, CompilerCache
+from .compiler_cache import CACHES, NO_CACHE, CompilerCache
 from .config import dotted
 from .errors import RecipeError
 from .fsutil import sha256_text
 from .patches import Patch
-from .paths import IN_ROOT_BUILD, IN_ROOT_DEPS, IN_ROOT_EP_WHEELS, IN_ROOT_SHIMS, IN_ROOT_SOURCE, IN_ROOT_WORK
+from .paths import (
+    IN_ROOT,
+    IN_ROOT_BUILD,
+    IN_ROOT_DEPS,
+    IN_ROOT_EP_WHEELS,
+    IN_ROOT_SHIMS,
+    IN_ROOT_SOURCE,
+    IN_ROOT_TOOLS_VENV,
+    IN_ROOT_WORK,
+)
 from .recipe import Recipe
 from .registry import ExecutionProvider, OrtVersion, Target
 from .toolchains.spec import ToolchainSpec
 
 STRIPPED_BUILD_TYPES = frozenset({"Release", "MinSizeRel"})
+# A path inside a root: /ortdist/... or the root's own tool and SDK-wheel directories.
+_IN_ROOT_PATH = re.compile(
+    "|".join(rf"{re.escape(str(p))}(?![\w.-])" for p in (IN_ROOT, IN_ROOT_TOOLS_VENV, IN_ROOT_EP_WHEELS))
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trees:
+    """Where the configure and build commands find ORT's source, the build tree and the work tree
+    (the install prefix is ``work/install``)."""
+
+    source: PurePosixPath
+    build: PurePosixPath
+    work: PurePosixPath
+
+
+# In a root: the fixed mount points, so compile lines, and compiler-cache keys, are the same everywhere.
+IN_ROOT_TREES = Trees(
+    source=PurePosixPath(IN_ROOT_SOURCE), build=PurePosixPath(IN_ROOT_BUILD), work=PurePosixPath(IN_ROOT_WORK)
+)
+# Without a root the commands run on the runner from the recipe's work directory (<cache>/work/<recipe>,
+# where build/ and work/ already are, and source/ is the patched tree): CMake makes the paths absolute.
+WORK_DIR_TREES = Trees(source=PurePosixPath("source"), build=PurePosixPath("build"), work=PurePosixPath("work"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,20 +110,25 @@ class BuildPlan:
         """The target's wheel repair tool (targets.toml: auditwheel, delocate, delvewheel); '' without a wheel."""
         return self.target.wheel_repair if self.builds_wheel else ""
 
+    @property
+    def trees(self) -> Trees:
+        """The trees as the plan's commands name them: in the root, or relative to the work directory."""
+        return trees_for(self.toolchain)
+
     def configure_argv(self) -> list[str]:
         return [
             "cmake",
             "-G",
             "Ninja",
             "-S",
-            f"{IN_ROOT_SOURCE}/cmake",
+            str(self.trees.source / "cmake"),
             "-B",
-            str(IN_ROOT_BUILD),
+            str(self.trees.build),
             *(f"-D{k}={v}" for k, v in self.cmake_defines.items()),
         ]
 
     def build_argv(self, jobs: int) -> list[str]:
-        return ["cmake", "--build", str(IN_ROOT_BUILD), "--parallel", str(jobs)]
+        return ["cmake", "--build", str(self.trees.build), "--parallel", str(jobs)]
 
     def configure_digest(self) -> str:
         """Changes whenever the configure command would change: a reason to re-run CMake."""
@@ -172,10 +211,28 @@ def distribution_name(providers: tuple[ExecutionProvider, ...]) -> str:
     return "-".join(["onnxruntime", *suffixes])
 
 
+def trees_for(toolchain: ToolchainSpec) -> Trees:
+    return IN_ROOT_TREES if toolchain.has_root else WORK_DIR_TREES
+
+
 def in_root(value: str) -> str:
     """A toolchain define as seen inside the root: ``{shims}`` is where cmake-shims/ is bound,
     ``{wheels}`` where the toolchain's [ep_wheels] are unpacked (one directory per distribution)."""
     return value.replace("{shims}", str(IN_ROOT_SHIMS)).replace("{wheels}", str(IN_ROOT_EP_WHEELS))
+
+
+def toolchain_define(toolchain: ToolchainSpec, table: str, key: str, value: str) -> str:
+    """A toolchain define's value in the plan; one naming a path inside a root ({shims}, {wheels},
+    {target} or a literal one) is refused for a toolchain whose builds have no root."""
+    seen = in_root(value)
+    if not toolchain.has_root and _IN_ROOT_PATH.search(seen):
+        raise RecipeError(
+            f"{key} = {value!r} is a path inside a root, but {toolchain.kind} builds run on the runner itself",
+            where=f"toolchains/{toolchain.declaring(table, key)}.toml key '{dotted(table, key)}'",
+            fix=f"name a path the runner has ({registry.data_origin('toolchain_kinds.toml')} says which "
+            "toolchain kinds build in a root)",
+        )
+    return seen
 
 
 def resolve_providers(recipe: Recipe) -> tuple[ExecutionProvider, ...]:
@@ -212,9 +269,9 @@ def _cmake_defines(
 
     launcher, cache_source = compiler_cache.launcher, f"compiler cache {compiler_cache.name}"
     put("CMAKE_BUILD_TYPE", recipe.build_type, "recipe build_type")
-    put("CMAKE_INSTALL_PREFIX", str(IN_ROOT_WORK / "install"), "ortdist")
-    put("CMAKE_C_COMPILER_LAUNCHER", launcher, cache_source)
-    put("CMAKE_CXX_COMPILER_LAUNCHER", launcher, cache_source)
+    put("CMAKE_INSTALL_PREFIX", str(trees_for(toolchain).work / "install"), "ortdist")
+    for language in ("C", "CXX") if launcher else ():  # no compiler cache, no launcher
+        put(f"CMAKE_{language}_COMPILER_LAUNCHER", launcher, cache_source)
     # A static-only recipe still links the shared library: its link line is the CMake link
     # graph the monolithic archive is bundled from (the .so itself is not published).
     put("onnxruntime_BUILD_SHARED_LIB", "ON", "ortdist")
@@ -222,20 +279,34 @@ def _cmake_defines(
     put("onnxruntime_BUILD_UNIT_TESTS", "OFF", "ortdist")
     for key, value in feature_defines(recipe).items():
         put(key, value, "recipe [reduce]" if key == "onnxruntime_REDUCED_OPS_BUILD" else "recipe [features]")
-    for dep in version.deps:
+    # The version's dependency sources are unpacked into the root; without one ORT's CMake fetches
+    # its own (pinned by its cmake/deps.txt).
+    for dep in version.deps if toolchain.has_root else ():
         put(f"FETCHCONTENT_SOURCE_DIR_{dep.name.upper()}", str(IN_ROOT_DEPS / dep.name), f"version {version.version}")
     for key, value in toolchain.cmake.items():
-        put(key, in_root(value), f"toolchain {toolchain.declaring('cmake', key)} [cmake]")
+        put(
+            key,
+            toolchain_define(toolchain, "cmake", key, value),
+            f"toolchain {toolchain.declaring('cmake', key)} [cmake]",
+        )
     cross = dotted("cross", recipe.target)
     for key, value in toolchain.cross_facts(recipe.target, "cmake").items():
-        put(key, value, f"toolchain {toolchain.declaring('cross', recipe.target)} [{cross}.cmake]")
+        put(
+            key,
+            toolchain_define(toolchain, f"{cross}.cmake", key, value),
+            f"toolchain {toolchain.declaring('cross', recipe.target)} [{cross}.cmake]",
+        )
     for ep in providers:
         for key, value in ep.cmake.items():
             put(key, value, f"ep {ep.name}")
         table = dotted("ep_cmake", ep.name)
         for key, value in toolchain.ep_cmake.get(ep.name, {}).items():
-            put(key, in_root(value), f"toolchain {toolchain.declaring(table, key)} [{table}]")
-        for language in ep.compile_languages:
+            put(
+                key,
+                toolchain_define(toolchain, table, key, value),
+                f"toolchain {toolchain.declaring(table, key)} [{table}]",
+            )
+        for language in ep.compile_languages if launcher else ():
             put(f"CMAKE_{language}_COMPILER_LAUNCHER", launcher, f"{cache_source} (ep {ep.name})")
     if registry.cuda_eps() & {ep.name for ep in providers}:
         for key, value in cuda_defines(recipe).items():
@@ -254,6 +325,8 @@ def make_plan(
     version = registry.ort_versions()[recipe.ort_version]
     target = registry.targets()[recipe.target]
     providers = resolve_providers(recipe)
+    if not toolchain.has_root:
+        compiler_cache = NO_CACHE  # ortdist's caches live at in-root paths: none where there is no root
 
     if recipe.target not in toolchain.targets:
         raise RecipeError(

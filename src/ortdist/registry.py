@@ -40,6 +40,14 @@ class Target:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ToolchainKind:
+    """A toolchain kind (toolchain_kinds.toml): whether its builds run inside a root."""
+
+    name: str = field(metadata=KEY)
+    root: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class ExecutionProvider:
     name: str = field(metadata=KEY)
     provider: str
@@ -179,9 +187,24 @@ def providers() -> dict[str, ExecutionProvider]:
     return parse_providers(load_data("providers.toml"), targets())
 
 
+def ep_switches() -> frozenset[str]:
+    """Every EP's CMake switches: only execution_providers set them, never a recipe's or toolchain's
+    own defines."""
+    return frozenset(key for ep in providers().values() for key in ep.cmake)
+
+
 def cuda_eps() -> frozenset[str]:
     """EPs whose kernels nvcc compiles: a recipe's [cuda] table applies to them."""
     return frozenset(name for name, ep in providers().items() if "CUDA" in ep.compile_languages)
+
+
+@functools.cache
+def toolchain_kinds() -> dict[str, ToolchainKind]:
+    return parse_toolchain_kinds(load_data("toolchain_kinds.toml"))
+
+
+def parse_toolchain_kinds(data: dict[str, Any]) -> dict[str, ToolchainKind]:
+    return convert_table(ToolchainKind, data, origin=data_origin("toolchain_kinds.toml"), error=DataError)
 
 
 @functools.cache

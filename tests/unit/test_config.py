@@ -166,6 +166,8 @@ def test_every_toml_file_of_the_project_loads(project: Path) -> None:
     targets = registry.parse_targets(registry.load_data("targets.toml"))
     eps = registry.parse_providers(registry.load_data("providers.toml"), targets)
     assert registry.parse_ort_versions(registry.load_data("ort_versions.toml"))["1.21.0"].deps[0].name == "onnx"
+    kinds = registry.parse_toolchain_kinds(registry.load_data("toolchain_kinds.toml"))
+    assert kinds["debian-sysroot"].root and not kinds["xcode"].root
     assert set(ci.parse_runner_facts(registry.load_data("runners.toml"), targets, eps).targets) == set(targets)
     assert "cnn" in suite.parse_smoke_facts(registry.load_data("smoke.toml")).models
     assert "ai.onnx:Cast" in analyze.parse_type_tracking(registry.load_data("type_tracking.toml"))

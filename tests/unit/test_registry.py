@@ -127,3 +127,16 @@ def test_a_target_states_both_wheel_facts_or_neither() -> None:
     data["arm64-apple-darwin"]["triple"] = "x"
     with pytest.raises(DataError, match="unknown key 'triple'"):  # the name is the table's, not a key
         registry.parse_targets(data)
+
+
+def test_toolchain_kinds_say_whether_builds_have_a_root() -> None:
+    kinds = registry.toolchain_kinds()
+    assert {name: kind.root for name, kind in kinds.items()} == {
+        "debian-sysroot": True,
+        "xcode": False,
+        "msvc": False,
+        "android-ndk": False,
+    }
+    with pytest.raises(DataError, match="must be true or false") as info:
+        registry.parse_toolchain_kinds({"xcode": {"root": "no"}})
+    assert info.value.where == "ortdist/data/toolchain_kinds.toml key 'xcode.root'"

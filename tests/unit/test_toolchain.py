@@ -125,3 +125,13 @@ def test_cross_targets_are_typed(project: Path) -> None:
     assert arm.env["_PYTHON_HOST_PLATFORM"] == "linux-aarch64"
     assert spec.cross_facts("aarch64-unknown-linux-gnu", "cmake")["CMAKE_SYSROOT"] == "/ortdist/target"
     assert load_toolchain(project, "cuda12").cross_targets == {}
+
+
+def test_a_toolchain_kind_must_be_known(project: Path, tmp_path: Path) -> None:
+    (tmp_path / "toolchains").mkdir()
+    path = tmp_path / "toolchains" / "msvc.toml"
+    path.write_text((project / "toolchains" / "msvc.toml").read_text().replace('kind = "msvc"', 'kind = "mscv"'))
+    with pytest.raises(RecipeError, match="unknown toolchain kind 'mscv'") as err:
+        load_toolchain(tmp_path, "msvc")
+    assert err.value.where == f"{path} key 'kind'" and err.value.fix == "did you mean 'msvc'?"
+    assert load_toolchain(project, "debian-trixie").has_root and not load_toolchain(project, "msvc").has_root

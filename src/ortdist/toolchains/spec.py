@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from .. import registry
 from ..config import construct, convert_fields, convert_table, did_you_mean, dotted, read_toml, where
 from ..errors import RecipeError
 from ..fsutil import sha256_file, sha256_text
@@ -128,6 +129,12 @@ class ToolchainSpec:
     extra_python: Mapping[str, OtherPython] = field(default_factory=_empty)
     # Along ``extends``: the toolchain whose file states a define ("ep_cmake.cuda.X" -> "cuda12").
     declared_in: Mapping[str, str] = field(default_factory=_empty)
+
+    @property
+    def has_root(self) -> bool:
+        """Its builds run inside a root, at the fixed /ortdist paths; else on the runner itself
+        (data/toolchain_kinds.toml)."""
+        return registry.toolchain_kinds()[self.kind].root
 
     def declaring(self, table: str, key: str) -> str:
         """The toolchain, this one or a parent, whose file states ``key`` of [table] (plan provenance)."""
@@ -286,8 +293,35 @@ def _digests(data: dict[str, Any], files: list[Path], shims_dirs: tuple[Path, ..
     return digest, sha256_text(json.dumps(root, sort_keys=True))
 
 
+def _check_ep_switches(chain: list[tuple[Path, dict[str, Any]]]) -> None:
+    """No toolchain define is an EP switch: a [cmake] one would switch on EPs the recipe does not list,
+    an [ep_cmake] one (passed after the EP's own switch) switch off one it does."""
+    switches = registry.ep_switches()
+    for path, data in chain:
+        tables = {"cmake": data.get("cmake", {})}
+        tables |= {dotted("ep_cmake", ep): defines for ep, defines in data.get("ep_cmake", {}).items()}
+        tables |= {dotted(dotted("cross", t), "cmake"): c.get("cmake", {}) for t, c in data.get("cross", {}).items()}
+        for table, defines in tables.items():
+            for key in defines:
+                if key in switches:
+                    raise RecipeError(
+                        f"{key} is an EP switch; toolchains do not set EP switches",
+                        where=where(str(path), dotted(table, key)),
+                        fix="drop it: the recipe's execution_providers switch EPs on (providers.toml), and a "
+                        "toolchain provides an EP through [ep_packages], [ep_wheels] or provides",
+                    )
+
+
 def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
     """What the typed conversion cannot see: facts that span keys (or files, along ``extends``)."""
+    kinds = registry.toolchain_kinds()
+    if tc.kind not in kinds:
+        raise RecipeError(
+            f"unknown toolchain kind {tc.kind!r}",
+            where=where(str(path) + where_all, "kind"),
+            fix=did_you_mean(tc.kind, kinds)
+            or f"kinds: {', '.join(kinds)} ({registry.data_origin('toolchain_kinds.toml')})",
+        )
     if tc.plan_only and not tc.needs:
         raise RecipeError(
             "a plan_only toolchain must say what a machine needs to run it",
@@ -344,6 +378,7 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
     kwargs = convert_fields(ToolchainFile, data, origin=str(path) + where_all, error=RecipeError)
     tc = construct(ToolchainFile, kwargs, origin=str(path) + where_all, error=RecipeError)
     _check(tc, path, where_all)
+    _check_ep_switches(chain)
     shims_dirs = tuple(f.with_suffix("") / "cmake-shims" for f in files)
     digest, root_digest = _digests(data, files, shims_dirs)
     return ToolchainSpec(
