@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ortdist import run, sources
 from ortdist.recipe import Recipe, load_recipe
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -15,6 +16,18 @@ PROJECT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def project() -> Path:
     return PROJECT
+
+
+@pytest.fixture
+def no_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Running a command or downloading anything fails the test (a refusal must come first)."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a command or download was attempted: {args[:1]}")
+
+    for name in ("call", "capture", "stream"):
+        monkeypatch.setattr(run, name, refuse)
+    monkeypatch.setattr(sources, "fetch", refuse)
 
 
 @pytest.fixture
