@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ortdist import run, sources
 from ortdist.recipe import Recipe, load_recipe
 
 pytest_plugins = ["pytester"]
@@ -93,6 +94,18 @@ def _no_ortdist_environment(request: pytest.FixtureRequest, monkeypatch: pytest.
 @pytest.fixture
 def project() -> Path:
     return PROJECT
+
+
+@pytest.fixture
+def no_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Running a command or downloading anything fails the test (a refusal must come first)."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a command or download was attempted: {args[:1]}")
+
+    for name in ("call", "capture", "stream"):
+        monkeypatch.setattr(run, name, refuse)
+    monkeypatch.setattr(sources, "fetch", refuse)
 
 
 @pytest.fixture

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from ortdist.cli import main
+from ortdist.errors import ToolchainError
+from ortdist.paths import Cache
 
 
 def test_plan_prints_json(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,3 +48,25 @@ def test_patches_check_of_an_unknown_series_fails(
     monkeypatch.chdir(project)
     assert main(["patches", "check", "1.21"]) == 5
     assert "no patch series '1.21'" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_build_without_root_is_refused_and_says_so(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: ortdist refuses to start a root-only step without root and says so, here even
+    with the build root already made by an earlier (sudo) run in the same cache."""
+    from ortdist.toolchains import load_toolchain
+    from ortdist.toolchains.debian_sysroot import STAMP, DebianSysroot
+
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    made = DebianSysroot(load_toolchain(project, "debian-trixie")).build_root_path(Cache(tmp_path / "cache"))
+    made.mkdir(parents=True)
+    (made / STAMP).write_text('{"installed": {}}\n')
+    assert main(["build", "cpu-linux", "--dist", str(tmp_path / "dist")]) == ToolchainError.exit_code
+    err = capsys.readouterr().err
+    assert "the debian-sysroot toolchain needs root" in err and "sudo" in err
+    assert "ortdist: toolchain failed after" in err  # refused at the first step, nothing else started
+    assert "== source ==" not in err

@@ -19,11 +19,11 @@ from ortdist.smoke.proof import node_placement, share_on
 PACKAGE = Path(ortdist.__file__).parent
 
 
-def run_probe(directory: Path) -> tuple[int, dict[str, object]]:
+def run_probe(directory: Path, *extra: str) -> tuple[int, dict[str, object]]:
     shutil.copyfile(PACKAGE / "checks" / "probe.py", directory / "probe.py")
     shutil.copyfile(PACKAGE / "smoke" / "proof.py", directory / "proof.py")
     proc = subprocess.run(
-        [sys.executable, "probe.py", "model.onnx", "data.npz", "result.json"],
+        [sys.executable, "probe.py", "model.onnx", "data.npz", "result.json", *extra],
         cwd=directory,
         capture_output=True,
         text=True,
@@ -53,6 +53,24 @@ def test_probe_fails_on_a_perturbed_expectation(tmp_path: Path) -> None:
     assert code == 1
     problems = verify_check_result(result, ["CPUExecutionProvider"])
     assert problems == ["output 'probs': max abs error 0.01 > 1e-5 vs onnx.reference"]
+
+
+def test_probe_loads_the_provider_libraries_it_is_given(tmp_path: Path) -> None:
+    """A library ORT only loads for a session on its EP is loaded by the probe itself: one that
+    cannot be loaded fails the wheel, named with the loader's reason, however well the CPU ran."""
+    pytest.importorskip("onnxruntime")
+    write_check_files(tmp_path)
+    shared, gone = "libonnxruntime_providers_shared.so", "libonnxruntime_providers_gone.so"
+    code, result = run_probe(tmp_path, "1e-5", shared)
+    assert code == 0 and result["provider_libraries"] == {shared: ""}
+    assert verify_check_result(result, ["CPUExecutionProvider"], libraries=[shared]) == []
+    code, result = run_probe(tmp_path, "1e-5", f"{shared},{gone}")
+    assert code == 1 and result["ok"] is False
+    loaded = result["provider_libraries"]
+    assert isinstance(loaded, dict) and loaded[shared] == ""
+    assert f"{gone}: cannot open shared object file" in loaded[gone]
+    (problem,) = verify_check_result(result, ["CPUExecutionProvider"], libraries=[shared, gone])
+    assert problem.startswith(f"{gone} cannot be loaded: ") and problem.endswith(loaded[gone])
 
 
 def test_node_placement_from_profile_events() -> None:

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+import io
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from ortdist.errors import RecipeError
+from ortdist.errors import RecipeError, ToolchainError
 from ortdist.paths import Cache
 from ortdist.toolchains import Bind, load_toolchain, make_toolchain
-from ortdist.toolchains.debian_sysroot import DebianSysroot
+from ortdist.toolchains.debian_sysroot import STAMP, DebianSysroot
 
 
 def test_debian_trixie_spec(project: Path) -> None:
@@ -135,3 +138,70 @@ def test_a_toolchain_kind_must_be_known(project: Path, tmp_path: Path) -> None:
         load_toolchain(tmp_path, "msvc")
     assert err.value.where == f"{path} key 'kind'" and err.value.fix == "did you mean 'msvc'?"
     assert load_toolchain(project, "debian-trixie").has_root and not load_toolchain(project, "msvc").has_root
+
+
+# --- root: refused without it, and a root once made is reused ---------------------------------------
+ARM = "aarch64-unknown-linux-gnu"
+# Each way into a root: the path it would return, and the call that ensures it.
+ROOTS: dict[str, tuple[Callable[[DebianSysroot, Cache], Path], Callable[[DebianSysroot, Cache], Path]]] = {
+    "build": (lambda tc, c: tc.build_root_path(c), lambda tc, c: tc.ensure_build_root(c, io.StringIO())),
+    "clean": (lambda tc, c: tc.clean_root_path(c), lambda tc, c: tc.ensure_clean_root(c, io.StringIO())),
+    "target": (
+        lambda tc, c: tc.target_root_path(c, ARM),
+        lambda tc, c: tc.ensure_target_root(c, tc.build_root_path(c), ARM, io.StringIO()),
+    ),
+    "clean-target": (
+        lambda tc, c: tc.target_root_path(c, ARM, clean=True),
+        lambda tc, c: tc.ensure_clean_target_root(c, tc.build_root_path(c), ARM, io.StringIO()),
+    ),
+    "python": (
+        lambda tc, c: tc.python_overlay_path(c, "3.11"),
+        lambda tc, c: tc.ensure_python_overlay(c, tc.build_root_path(c), "3.11", io.StringIO()),
+    ),
+}
+
+
+def stamp(root: Path) -> Path:
+    """What a finished root has: its stamp (so ensuring it again makes nothing)."""
+    root.mkdir(parents=True)
+    (root / STAMP).write_text('{"installed": {}}\n')
+    return root
+
+
+@pytest.mark.usefixtures("no_subprocess")
+@pytest.mark.parametrize("made", [False, True], ids=["new", "existing"])
+@pytest.mark.parametrize("kind", sorted(ROOTS))
+def test_every_root_is_refused_without_root(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, made: bool
+) -> None:
+    """README: ortdist refuses to start a root-only step without root and says so; a root made
+    earlier (by a sudo run) is no exception, since every command in it needs unshare + chroot."""
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    tc, cache = DebianSysroot(load_toolchain(project, "debian-trixie")), Cache(tmp_path / "cache")
+    path_of, ensure = ROOTS[kind]
+    if made:
+        stamp(tc.build_root_path(cache))
+        if kind != "build":
+            stamp(path_of(tc, cache))
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(ToolchainError) as err:
+        ensure(tc, cache)
+    assert "the debian-sysroot toolchain needs root" in err.value.message
+    assert err.value.fix is not None and "sudo" in err.value.fix and "unshare --map-root-user" in err.value.fix
+    assert err.value.exit_code == 6
+    assert sorted(tmp_path.rglob("*")) == before  # nothing made, nothing run (no_subprocess)
+
+
+@pytest.mark.usefixtures("no_subprocess")
+@pytest.mark.parametrize("kind", sorted(ROOTS))
+def test_a_root_once_made_is_reused_as_root(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """As root, the same stamped roots come back untouched, with no command run: rerunning a
+    build never bootstraps again (and the refusal above is about the user, not the roots)."""
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    tc, cache = DebianSysroot(load_toolchain(project, "debian-trixie")), Cache(tmp_path / "cache")
+    path_of, ensure = ROOTS[kind]
+    root = stamp(path_of(tc, cache))
+    assert ensure(tc, cache) == root
+    assert [p.name for p in root.iterdir()] == [STAMP]

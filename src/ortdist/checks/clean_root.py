@@ -4,6 +4,7 @@ Python, and what is wrong with the probe's result (pure; the check step runs the
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,17 @@ def write_check_case(plan: BuildPlan, models_dir: Path, check: Path) -> tuple[st
     )
 
 
-def verify_check_result(result: dict[str, Any], claimed: list[str], tolerance: float = 1e-5) -> list[str]:
+def libraries_to_load(plan: BuildPlan) -> list[str]:
+    """Provider libraries the probe loads itself: those of EPs whose every dependency the wheel
+    carries (oneDNN's: libdnnl, libgomp). ORT loads them only for a session on their EP, so the
+    check's CPU session would pass a wheel that lacks them. CUDA's need NVIDIA's runtime, which
+    the clean root does not have by design (the smoke suite installs it from the extras)."""
+    return [ep.provider_library for ep in plan.providers if ep.provider_library and not ep.runtime_libs]
+
+
+def verify_check_result(
+    result: dict[str, Any], claimed: list[str], tolerance: float = 1e-5, libraries: Sequence[str] = ()
+) -> list[str]:
     """What is wrong with a clean-root probe result (empty list: nothing). Pure, unit-tested."""
     problems: list[str] = []
     if "error" in result:
@@ -48,6 +59,12 @@ def verify_check_result(result: dict[str, Any], claimed: list[str], tolerance: f
     for provider in claimed:
         if provider not in available:
             problems.append(f"claims {provider} but get_available_providers() lists only {available}")
+    loaded = result.get("provider_libraries", {})
+    for library in libraries:
+        if library not in loaded:
+            problems.append(f"{library}: the probe did not load it")
+        elif loaded[library]:
+            problems.append(f"{library} cannot be loaded: {loaded[library]}")
     for name, out in result.get("outputs", {}).items():
         if not out.get("nan_pattern_matches", False):
             problems.append(f"output {name!r}: NaN positions differ from onnx.reference (Min/Max NaN semantics)")

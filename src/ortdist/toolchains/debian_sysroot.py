@@ -184,9 +184,9 @@ class DebianSysroot:
         self, final: Path, packages: Sequence[str], log: TextIO, finish: Callable[[Path], None] | None = None
     ) -> Path:
         """Create the root once: bootstrap in a temp sibling, stamp it, rename it into place."""
+        require_root()  # an existing root too: every command in it needs unshare and chroot
         if (final / STAMP).is_file():
             return final
-        require_root()
         require_host_tools("debootstrap", "unshare", "chroot")
         status.info(
             f"creating root {final.name} (debootstrap {self.spec.suite}, {len(packages)} packages; "
@@ -285,6 +285,7 @@ class DebianSysroot:
         told the target is its only architecture and given an empty package database, downloads
         the packages' whole dependency closure; the .debs are unpacked, not installed (nothing of
         the target runs), and absolute symlinks are made relative so they resolve inside it."""
+        require_root()
         final = self.target_root_path(cache, triple, clean)
         if (final / STAMP).is_file():
             return final
@@ -358,6 +359,7 @@ class DebianSysroot:
         """CPython ``version`` from another Debian suite, unpacked into a directory of its own (bound
         at /ortdist/python/<version>), plus numpy from PyPI for the binding's headers. The build
         root's apt, pointed at that suite alone, downloads exactly the listed packages."""
+        require_root()
         final = self.python_overlay_path(cache, version)
         if (final / STAMP).is_file():
             return final

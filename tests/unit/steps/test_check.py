@@ -3,6 +3,7 @@ CPython, the probe's result.json judged; every problem named in the CheckError."
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,72 @@ def test_the_index_is_asked_only_for_what_the_wheelhouse_lacks(make_env: MakeEnv
     del offline[at : at + 2]
     offline.remove("--no-index")
     assert offline == online  # the same request, from the index this time
+
+
+# --- a wheel that lacks a library auditwheel should have grafted -------------------------------------
+DNNL = "libonnxruntime_providers_dnnl.so"
+MISSING = ": cannot open shared object file: No such file or directory"
+DNNL_GOOD: dict[str, Any] = {
+    **GOOD,
+    "available_providers": ["DnnlExecutionProvider", "CPUExecutionProvider"],
+    "provider_libraries": {DNNL: ""},
+}
+
+
+@pytest.mark.parametrize(
+    ("recipe", "result", "missing"),
+    [
+        # XNNPACK is linked into the core: without its grafted library the import fails.
+        (
+            "xnnpack-linux",
+            {"ok": False, "error": f"Traceback\nImportError: libXNNPACK-3f2a9c1d.so.0{MISSING}\n"},
+            "libXNNPACK-3f2a9c1d.so.0",
+        ),
+        # oneDNN's EP is a library ORT loads on demand: the import and a CPU session succeed
+        # without libdnnl or its OpenMP runtime, so only loading the provider library shows it.
+        (
+            "dnnl-linux",
+            {**DNNL_GOOD, "ok": False, "provider_libraries": {DNNL: f"libdnnl-8c6f0d2e.so.3.7{MISSING}"}},
+            "libdnnl-8c6f0d2e.so.3.7",
+        ),
+        (
+            "dnnl-linux",
+            {**DNNL_GOOD, "ok": False, "provider_libraries": {DNNL: f"libgomp-a34b3233.so.1.0.0{MISSING}"}},
+            "libgomp-a34b3233.so.1.0.0",
+        ),
+    ],
+    ids=["xnnpack-import", "dnnl-libdnnl", "dnnl-libgomp"],
+)
+def test_a_wheel_lacking_a_grafted_library_fails_naming_it(
+    make_env: MakeEnv, recipe: str, result: dict[str, Any], missing: str
+) -> None:
+    """README: auditwheel grafts libXNNPACK/libpthreadpool, or libdnnl and libgomp; the clean-root
+    check fails a wheel that lacks them."""
+    env = ready(make_env(recipe))
+    env.runner.on("probe.py", probe(result, returncode=1))
+    with pytest.raises(CheckError, match="the wheel failed the clean-root check") as info:
+        check.run(env.ctx, env.state)
+    assert f"{missing}{MISSING}" in str(info.value)
+
+
+def test_the_probe_loads_the_provider_libraries_whose_dependencies_the_wheel_must_carry(make_env: MakeEnv) -> None:
+    """oneDNN's EP library (nothing of it excluded from the wheel) must load in the clean root; a
+    CPU-only wheel has none, and CUDA's needs NVIDIA's runtime, which the clean root lacks by design."""
+    env = ready(make_env("dnnl-linux"))
+    env.runner.on("probe.py", probe(DNNL_GOOD))
+    out = check.run(env.ctx, env.state)
+    assert f"probe.py model.onnx data.npz result.json 1e-05 {DNNL}" in env.only("probe.py").argv[2]
+    assert out.main["available_providers"] == DNNL_GOOD["available_providers"]
+    for recipe in ("cpu-linux", "cuda-linux"):
+        other = ready(make_env(recipe, python=("3.13",)))
+        other.runner.on("probe.py", probe(GOOD))
+        with contextlib.suppress(CheckError):  # cuda-linux claims an EP GOOD lacks: only the command matters
+            check.run(other.ctx, other.state)
+        assert other.only("probe.py").argv[2].endswith("probe.py model.onnx data.npz result.json 1e-05")
+
+
+def test_a_provider_library_the_probe_did_not_report_fails(make_env: MakeEnv) -> None:
+    env = ready(make_env("dnnl-linux"))
+    env.runner.on("probe.py", probe({**DNNL_GOOD, "provider_libraries": {}}))
+    with pytest.raises(CheckError, match=f"{DNNL}: the probe did not load it"):
+        check.run(env.ctx, env.state)

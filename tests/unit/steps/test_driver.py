@@ -1,20 +1,28 @@
-"""The driver: the plan's steps in order with timings, the cache lock, stale temps and --fresh."""
+"""The driver: the plan's steps in order with timings, the cache lock, stale temps and --fresh;
+a build interrupted at a step resumes there."""
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
+from ortdist import sources
 from ortdist.errors import BuildError
 from ortdist.log import log
+from ortdist.paths import Cache
 from ortdist.pipeline import driver
 from ortdist.pipeline.context import BuildContext
 from ortdist.pipeline.layout import StepOutput
-from ortdist.pipeline.state import BuildState
+from ortdist.pipeline.runner import Command, RecordingRunner, Result
+from ortdist.pipeline.state import BuildState, Compiled, Configured
 
 from .conftest import MakeEnv
+from .helpers import FakeToolchain, host_of
+from .test_source import FakeSources
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -133,3 +141,135 @@ def test_without_fresh_the_build_tree_is_kept(make_env: MakeEnv) -> None:
     (env.layout.build.host / "build.ninja").write_text("")
     driver.build(env.ctx)
     assert (env.layout.build.host / "build.ninja").is_file()
+
+
+# --- one build per cache at a time -------------------------------------------------------------------
+def test_a_second_lock_on_the_same_cache_waits_for_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README: one build runs at a time; a second ortdist waits instead of halving both."""
+    cache = Cache(tmp_path / "cache")
+    entered = threading.Event()
+
+    def second() -> None:
+        with driver.build_lock(cache, "the second build"):
+            entered.set()
+
+    with driver.build_lock(cache, "the first build"):
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        assert not entered.wait(0.5), "the second lock was taken while the first was held"
+    assert entered.wait(10)
+    waiter.join(10)
+    err = capsys.readouterr().err
+    assert f"another build holds the cache lock ({cache.root}); the second build waits for it to finish" in err
+
+
+def test_a_lock_on_another_cache_does_not_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with driver.build_lock(Cache(tmp_path / "one"), "a build"):
+        entered = threading.Event()
+
+        def other() -> None:
+            with driver.build_lock(Cache(tmp_path / "two"), "another build"):
+                entered.set()
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        assert entered.wait(10)
+        thread.join(10)
+    assert "another build holds the cache lock" not in capsys.readouterr().err
+
+
+@dataclasses.dataclass
+class GatedToolchain(FakeToolchain):
+    """A build root that takes until ``gate`` opens; ``events`` records when each build got there."""
+
+    name: str = ""
+    events: list[str] = dataclasses.field(default_factory=list)
+    gate: threading.Event = dataclasses.field(default_factory=threading.Event)
+    started: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
+        self.events.append(f"{self.name} starts")
+        self.started.set()
+        assert self.gate.wait(10)
+        self.events.append(f"{self.name} ends")
+        return super().ensure_build_root(cache, log)
+
+
+def test_two_builds_on_one_cache_run_one_after_the_other(make_env: MakeEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole build, steps included, runs under the lock: the second build's first step waits
+    until the first build is done."""
+    events: list[str] = []
+    builds = []
+    for recipe in ("cpu-linux", "xnnpack-linux"):
+        env = make_env(recipe, steps=("toolchain",))
+        gated = GatedToolchain(env.plan.toolchain, env.toolchain.base, name=recipe, events=events)
+        builds.append((dataclasses.replace(env.ctx, toolchain=gated), gated))
+    (first_ctx, first), (second_ctx, second) = builds
+    assert first_ctx.cache == second_ctx.cache
+    second.gate.set()  # the second build's root is instant: only the lock can hold it back
+    threads = [threading.Thread(target=driver.build, args=(ctx,)) for ctx, _ in builds]
+    threads[0].start()
+    assert first.started.wait(10)
+    threads[1].start()
+    assert not second.started.wait(0.5), f"the second build started while the first ran: {events}"
+    first.gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert events == ["cpu-linux starts", "cpu-linux ends", "xnnpack-linux starts", "xnnpack-linux ends"]
+    assert "building xnnpack-linux waits for it to finish" in capsys.readouterr().err
+
+
+# --- resuming an interrupted build ------------------------------------------------------------------
+def test_a_build_that_failed_at_a_step_resumes_at_that_step(make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README: rerunning an interrupted build resumes it. The compile fails half-way; the rerun
+    (a new process: new runner, same cache) reuses the patched source and the configured tree,
+    runs neither the unpack, the patches nor CMake's configure again, and compiles on the same
+    tree, keeping what the first run compiled."""
+    env = make_env("cpu-linux", steps=("toolchain", "source", "configure", "build"))
+    fake = FakeSources(monkeypatch, env.ctx.cache.downloads)
+
+    def unpack(archive: Path, dest: Path) -> None:
+        fake.unpack(archive, dest)
+        (dest / "VERSION_NUMBER").write_text("1.21.0\n")  # the source's timestamp for SOURCE_DATE_EPOCH
+
+    monkeypatch.setattr(sources, "unpack", unpack)
+
+    def configure(cmd: Command) -> None:
+        (host_of(cmd, "/ortdist/build") / "build.ninja").write_text("rule cc\n")
+
+    def compile_half(cmd: Command) -> Result:
+        obj = host_of(cmd, "/ortdist/build") / "obj"
+        obj.mkdir()
+        (obj / "a.o").write_text("compiled in the first run")
+        return Result(1, "[1/2] Building CXX object a.o\nFAILED: obj/b.o\nb.cc:1: error: interrupted\n")
+
+    env.runner.on("cmake -G Ninja", configure)
+    env.runner.on("cmake --build", compile_half)
+    with pytest.raises(BuildError, match="the build failed"):
+        driver.build(env.ctx)
+    assert [len(fake.unpacked), len(fake.patched)] == [2, 1]  # the ORT tree and the onnx sdist; one series
+    assert len(env.matching("cmake -G Ninja")) == 1
+
+    fake.unpacked.clear()
+    fake.patched.clear()
+    rerun = RecordingRunner()
+
+    def compile_rest(cmd: Command) -> Result:
+        obj = host_of(cmd, "/ortdist/build") / "obj"
+        assert (obj / "a.o").read_text() == "compiled in the first run"
+        (obj / "b.o").write_text("compiled on resume")
+        return Result(0, "[2/2] Building CXX object b.o\n")
+
+    rerun.on("cmake --build", compile_rest)
+    state = driver.build(
+        dataclasses.replace(env.ctx, runner=rerun, toolchain=FakeToolchain(env.plan.toolchain, env.toolchain.base))
+    )
+    assert fake.unpacked == [] and fake.patched == []
+    (only,) = rerun.commands  # the compile, and nothing before it
+    assert only.text == env.only("cmake --build").text
+    assert state.get(Configured).reconfigured is False
+    assert state.find(Compiled) is not None
+    assert list(state.timings) == ["toolchain", "source", "configure", "build", "total"]
+    assert (env.layout.build.host / "obj" / "b.o").is_file()

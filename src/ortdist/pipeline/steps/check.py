@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...checks.clean_root import verify_check_result, write_check_case
+from ...checks.clean_root import libraries_to_load, verify_check_result, write_check_case
 from ...errors import CheckError
 from ...fsutil import remove_tree
 from ...log import log
@@ -31,6 +31,7 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
     check = ctx.layout.work.host / f"check{sfx}"
     remove_tree(check)
     model_file, tolerance = write_check_case(plan, ctx.layout.models.host, check)
+    libraries = libraries_to_load(plan)
     shutil.copyfile(PACKAGE / "checks" / "probe.py", check / "probe.py")
     shutil.copyfile(PACKAGE / "smoke" / "proof.py", check / "proof.py")
     arch = plan.target.arch
@@ -72,6 +73,7 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
             f"{cmds.pip} install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
             f"/ortdist/wheel/{wheel.name} && "
             f"cd /ortdist/check && {cmds.python} probe.py {model_file} data.npz result.json {tolerance}"
+            + (f" {','.join(libraries)}" if libraries else "")
         )
         # The probe explains failures in result.json; its exit code only confirms them.
         code = ctx.runner.stream(
@@ -81,7 +83,7 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
     result_file = check / "result.json"
     result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {"ok": False}
     problems = (
-        verify_check_result(result, [ep.provider for ep in plan.providers], tolerance)
+        verify_check_result(result, [ep.provider for ep in plan.providers], tolerance, libraries)
         if result_file.is_file()
         else [f"the probe exited with code {code} before writing its result (venv, pip install or Python failed)"]
     )
