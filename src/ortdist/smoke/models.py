@@ -351,6 +351,9 @@ def _branch(prefix: str, nodes: list[Any], output: str, shape: list[int]) -> Any
     return helper.make_graph(nodes, prefix, [], [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)])
 
 
+_POOL_NAMES = {"MaxPool": "maxpool", "AveragePool": "avgpool"}
+
+
 def if_conv() -> ReferenceModel:
     """Conv, pooling and Gemm/MatMul inside both branches of If (condition given at run time), their
     weights initializers of the main graph; two If nodes on flag and not-flag run both branches."""
@@ -367,35 +370,28 @@ def if_conv() -> ReferenceModel:
         _init("w_mm", (rng.standard_normal((8, 10)) * 0.3).astype(f32)),
     ]
 
-    def conv_gemm(prefix: str, out: str) -> Any:
+    def conv_branch(prefix: str, out: str, conv: dict[str, Any], pool: str, head: tuple[str, list[str]]) -> Any:
+        """Conv+Relu, ``pool``, global pooling, then ``head`` (op, weights) into ``out``."""
+        head_op, weights = head
         return _branch(
             prefix,
             [
-                n("Conv", ["x", "w_conv", "b_conv"], [f"{prefix}_c"], pads=[1, 1, 1, 1], name="conv"),
+                n("Conv", ["x", "w_conv", "b_conv"], [f"{prefix}_c"], pads=[1, 1, 1, 1], name="conv", **conv),
                 n("Relu", [f"{prefix}_c"], [f"{prefix}_r"], name="relu"),
-                n("MaxPool", [f"{prefix}_r"], [f"{prefix}_p"], kernel_shape=[2, 2], strides=[2, 2], name="maxpool"),
+                n(pool, [f"{prefix}_r"], [f"{prefix}_p"], kernel_shape=[2, 2], strides=[2, 2], name=_POOL_NAMES[pool]),
                 n("GlobalAveragePool", [f"{prefix}_p"], [f"{prefix}_g"], name="gap"),
                 n("Flatten", [f"{prefix}_g"], [f"{prefix}_f"], name="flatten"),
-                n("Gemm", [f"{prefix}_f", "w_fc", "b_fc"], [out], name="gemm"),
+                n(head_op, [f"{prefix}_f", *weights], [out], name=head_op.lower()),
             ],
             out,
             [1, 10],
         )
 
+    def conv_gemm(prefix: str, out: str) -> Any:
+        return conv_branch(prefix, out, {}, "MaxPool", ("Gemm", ["w_fc", "b_fc"]))
+
     def conv_matmul(prefix: str, out: str) -> Any:
-        return _branch(
-            prefix,
-            [
-                n("Conv", ["x", "w_conv", "b_conv"], [f"{prefix}_c"], pads=[1, 1, 1, 1], strides=[2, 2], name="conv"),
-                n("Relu", [f"{prefix}_c"], [f"{prefix}_r"], name="relu"),
-                n("AveragePool", [f"{prefix}_r"], [f"{prefix}_p"], kernel_shape=[2, 2], strides=[2, 2], name="avgpool"),
-                n("GlobalAveragePool", [f"{prefix}_p"], [f"{prefix}_g"], name="gap"),
-                n("Flatten", [f"{prefix}_g"], [f"{prefix}_f"], name="flatten"),
-                n("MatMul", [f"{prefix}_f", "w_mm"], [out], name="matmul"),
-            ],
-            out,
-            [1, 10],
-        )
+        return conv_branch(prefix, out, {"strides": [2, 2]}, "AveragePool", ("MatMul", ["w_mm"]))
 
     nodes = [
         n(

@@ -497,9 +497,8 @@ def wheelhouse_argvs(
 ) -> tuple[list[str], list[str]]:
     """(offline, online) pip downloads into the wheelhouse ``dest``: run the first, and the second only
     if it fails. What the wheelhouse already holds needs no network, so a warm rebuild works offline."""
-    online = pip_download_argv(dest, python, requirements, arch)
-    offline = [*online[: -len(requirements) or None], "--no-index", "--find-links", str(dest), *requirements]
-    return offline, online
+    asking = pip_download_argv(dest, python, [], arch)
+    return [*asking, "--no-index", "--find-links", str(dest), *requirements], [*asking, *requirements]
 
 
 def pip_download_argv(dest: Path, python: str, requirements: Sequence[str], arch: str = "x86_64") -> list[str]:
