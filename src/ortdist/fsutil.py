@@ -43,7 +43,48 @@ def mounts_under(path: Path) -> list[str]:
     return [p for p in points if p == prefix or p.startswith(prefix + "/")]
 
 
+# Directories a run registered as its own (a recipe's dist/ directory given with --dist).
+_REGISTERED_ROOTS: set[Path] = set()
+
+
+def allow_removals_under(directory: Path) -> None:
+    """Let this run delete below ``directory``: called for the recipe's dist directory only."""
+    _REGISTERED_ROOTS.add(directory.resolve())
+
+
+def removable_roots() -> tuple[Path, ...]:
+    """Where ortdist may delete: below the cache, the project's dist/, the system temp directory,
+    and the directories this run registered. Nothing else, whatever a recipe or argument says."""
+    from .paths import Cache, project_root
+
+    defaults = (Cache.default().root, project_root() / "dist", Path(tempfile.gettempdir()))
+    return tuple(sorted({p.resolve() for p in defaults} | _REGISTERED_ROOTS))
+
+
+def check_removable(path: Path) -> Path:
+    """The resolved ``path`` if it lies strictly below a removable root; else an OrtdistError.
+
+    The parent is resolved and the last component kept, so a symlink is judged (and removed) as
+    the link itself, and ``..`` components cannot climb out of a root."""
+    absolute = path.absolute()
+    keep_last = absolute.name not in ("", ".", "..")
+    resolved = absolute.parent.resolve() / absolute.name if keep_last else absolute.resolve()
+    roots = removable_roots()
+    if any(resolved != root and resolved.is_relative_to(root) for root in roots):
+        return resolved
+    raise OrtdistError(
+        f"refusing to delete {path}: it is not below ortdist's cache, dist or temp directories",
+        where=str(resolved),
+        fix="this is a bug or a bad path (a recipe name or --dist/--out argument): ortdist only deletes below "
+        + ", ".join(str(r) for r in roots),
+    )
+
+
 def remove_tree(path: Path) -> None:
+    """Delete a file or tree that ortdist made; every removal goes through here (see check_removable)."""
+    path = check_removable(path)
+    if not (path.is_symlink() or path.exists()):
+        return
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.exists():

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .fsutil import atomic_copy, atomic_write_text, sha256_file
+from .fsutil import atomic_copy, atomic_write_text, remove_tree, sha256_file
 
 MANIFEST = "manifest.json"
 
@@ -30,7 +30,7 @@ def publish(dist: Path, artifacts: list[Artifact], manifest: dict[str, Any]) -> 
     of an older run that this run did not produce are removed.
     """
     dist.mkdir(parents=True, exist_ok=True)
-    (dist / MANIFEST).unlink(missing_ok=True)
+    remove_tree(dist / MANIFEST)
     entries: list[dict[str, Any]] = []
     for art in artifacts:
         dest = dist / art.source.name
@@ -43,7 +43,7 @@ def publish(dist: Path, artifacts: list[Artifact], manifest: dict[str, Any]) -> 
     keep = {e["path"] for e in entries} | {MANIFEST, "logs"}
     for old in dist.iterdir():
         if old.name not in keep and not old.name.startswith(".") and old.is_file():
-            old.unlink()
+            remove_tree(old)
     manifest = {**manifest, "artifacts": entries}
     atomic_write_text(dist / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return entries

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ortdist.errors import PackageError
 from ortdist.patches import read_series
 from ortdist.plan import BuildPlan, make_plan
 from ortdist.recipe import load_recipe
@@ -69,5 +70,5 @@ def test_stage_package_adds_package_info_and_record(plan: BuildPlan, tmp_path: P
 
 
 def test_stage_package_refuses_a_missing_layout(plan: BuildPlan, tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="did not lay out the package"):
+    with pytest.raises(PackageError, match="did not lay out the Python package"):
         assemble.stage_package(tmp_path / "nothing", tmp_path / "stage", plan, {})

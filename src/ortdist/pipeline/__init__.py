@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..fsutil import allow_removals_under
 from ..paths import Cache
 from ..plan import BuildPlan
 from ..toolchains import Toolchain
@@ -25,7 +26,10 @@ def make_context(
     fresh: bool = False,
     runner: Runner | None = None,
 ) -> BuildContext:
-    """A context over the real subprocess runner unless another is given (tests)."""
+    """A context over the real subprocess runner unless another is given (tests).
+
+    The recipe's dist directory becomes a place this run may delete in (see fsutil.check_removable)."""
+    allow_removals_under(dist)
     return BuildContext(
         plan=plan,
         toolchain=toolchain,

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..errors import PackageError
+from ..fsutil import remove_tree
 from ..plan import BuildPlan
 
 RECORD_NAME = "ortdist_build.json"
@@ -127,10 +129,13 @@ cmake.define.ORTDIST_PACKAGE_DIR = "{package_dir}"
 def stage_package(build_package: Path, stage: Path, plan: BuildPlan, record: dict[str, Any]) -> Path:
     """Copy the package ORT's build laid out and add the package info files setup.py would write."""
     if not (build_package / "__init__.py").is_file():
-        raise FileNotFoundError(f"{build_package} has no __init__.py: the ORT build did not lay out the package")
+        raise PackageError(
+            "the ORT build did not lay out the Python package (no __init__.py)",
+            where=str(build_package),
+            fix="check logs/build.log: the pybind post-build step lays out the package",
+        )
     target = stage / "onnxruntime"
-    if stage.exists():
-        shutil.rmtree(stage)
+    remove_tree(stage)
     shutil.copytree(build_package, target, symlinks=False)
     (target / "capi" / "build_and_package_info.py").write_text(
         f"package_name = {plan.distribution!r}\n__version__ = {plan.version.version!r}\n", encoding="utf-8"
@@ -140,8 +145,7 @@ def stage_package(build_package: Path, stage: Path, plan: BuildPlan, record: dic
 
 
 def write_project(project: Path, plan: BuildPlan, source_tree: Path, package_dir_in_root: str) -> None:
-    if project.exists():
-        shutil.rmtree(project)
+    remove_tree(project)
     project.mkdir(parents=True)
     (project / "pyproject.toml").write_text(pyproject_text(plan, package_dir_in_root), encoding="utf-8")
     (project / "CMakeLists.txt").write_text(_CMAKELISTS, encoding="utf-8")

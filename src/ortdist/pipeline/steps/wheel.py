@@ -56,12 +56,7 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
         plan, ctx.recipe_sha256, state.get(Source).record["sha256"], list(models.operators) if models else None
     )
     stage = work / f"stage{sfx}"
-    try:
-        assemble.stage_package(ctx.layout.build.host / "onnxruntime", stage.host, plan, build_record)
-    except FileNotFoundError as exc:
-        raise PackageError(
-            str(exc), fix="check logs/build.log: the pybind post-build step lays out the package"
-        ) from exc
+    assemble.stage_package(ctx.layout.build.host / "onnxruntime", stage.host, plan, build_record)
     if sfx:  # the binding compiled for this version replaces the root Python's
         shutil.copyfile(state.get(Bindings).modules[version], stage.host / "onnxruntime" / "capi" / binding.MODULE)
     set_provider_runpaths(ctx, state, stage.host)
