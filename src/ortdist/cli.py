@@ -31,8 +31,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     plan, path = plan_for(args.recipe, project, args.compiler_cache)
     dist = (Path(args.dist) if args.dist else project / "dist") / plan.recipe.name
     toolchain = make_toolchain(plan.toolchain)
-    if plan.toolchain.plan_only:  # refuse before anything is written to dist/
-        toolchain.ensure_build_root(Cache.default(), sys.stderr)
+    toolchain.preflight()  # not root, a plan-only toolchain: refused before the lock and dist/
     jobs = args.jobs or os.cpu_count() or 2
     ctx = pipeline.make_context(plan, toolchain, Cache.default(), dist, path, jobs, fresh=args.fresh)
     state = pipeline.build(ctx)

@@ -68,5 +68,7 @@ def test_build_without_root_is_refused_and_says_so(
     assert main(["build", "cpu-linux", "--dist", str(tmp_path / "dist")]) == ToolchainError.exit_code
     err = capsys.readouterr().err
     assert "the debian-sysroot toolchain needs root" in err and "sudo" in err
-    assert "ortdist: toolchain failed after" in err  # refused at the first step, nothing else started
-    assert "== source ==" not in err
+    # refused before any step, before the lock: nothing written to dist/ or the cache
+    assert "== toolchain" not in err
+    assert not (tmp_path / "dist").exists()
+    assert not (tmp_path / "cache" / "build.lock").exists()

@@ -28,6 +28,11 @@ class Bind:
 class Toolchain(Protocol):
     spec: ToolchainSpec
 
+    def preflight(self) -> None:
+        """Refuse at once what would fail later (not root, a host tool missing, a toolchain this
+        machine cannot run): called before the lock is taken and before anything is written."""
+        ...
+
     def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
         """Create (once) and return the root with every build dependency installed."""
         ...

@@ -67,6 +67,10 @@ class DebianSysroot:
     def __init__(self, spec: ToolchainSpec) -> None:
         self.spec = spec
 
+    def preflight(self) -> None:
+        require_root()
+        require_host_tools("unshare", "chroot")
+
     # --- paths -------------------------------------------------------------------------------
     def build_root_path(self, cache: Cache) -> Path:
         return cache.sysroots / f"{self.spec.name}-{self.spec.root_digest[:12]}"

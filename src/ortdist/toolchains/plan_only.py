@@ -30,6 +30,9 @@ class PlanOnlyToolchain:
             "what the toolchain needs, for an implementation to run it there",
         )
 
+    def preflight(self) -> None:
+        self._refuse("build")
+
     def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
         self._refuse("build")
 
