@@ -355,7 +355,8 @@ def make_plan(
         raise RecipeError(
             f"Python {', '.join(unsupported)} is not available in toolchain {toolchain.name!r}",
             where=f"recipe {recipe.name} [wheel] key 'python'",
-            fix=f"use one of {list(toolchain.python_versions)}",
+            fix=f"use one of {list(toolchain.python_versions)}, or provide it: a [{unsupported[0]!r}] table in "
+            f"toolchains/{toolchain.name}/pythons.toml, from a Debian suite that has it or from this host",
         )
     extra = [v for v in python if v not in toolchain.python]
     if extra and not any(v in toolchain.python for v in python):

@@ -27,11 +27,13 @@ from ortdist.wheel.record import retag
 # --- toolchain -------------------------------------------------------------------------------------
 def test_debian_trixie_offers_bookworms_python_too(project: Path) -> None:
     spec = load_toolchain(project, "debian-trixie")
-    assert spec.python == ("3.13",) and spec.python_versions == ("3.13", "3.11")
+    assert spec.python == ("3.13",) and spec.python_versions == ("3.13", "3.11", "3.14", "3.10", "3.12")
     facts = spec.extra_python["3.11"]
-    assert facts.suite == "bookworm" and "libpython3.11-dev" in facts.packages
-    # cuda12 inherits it along the extends chain
-    assert load_toolchain(project, "cuda12").python_versions == ("3.13", "3.11")
+    assert facts.source == "debian" and facts.suite == "bookworm" and "libpython3.11-dev" in facts.packages
+    assert spec.extra_python["3.14"].suite == "sid"
+    assert {spec.extra_python[v].source for v in ("3.10", "3.12")} == {"host"}
+    # cuda12 inherits them along the extends chain
+    assert load_toolchain(project, "cuda12").python_versions == spec.python_versions
 
 
 def test_other_pythons_key_neither_the_root_nor_the_build_trees(project: Path, tmp_path: Path) -> None:
@@ -80,7 +82,10 @@ def test_an_extra_python_adds_the_binding_step(project: Path, recipe_from: Calla
     ("body", "message"),
     [
         ('[wheel]\npython = ["3.11"]\n', "needs the root's own CPython in the list too"),
-        ('[wheel]\npython = ["3.12", "3.13"]\n', "(?s)Python 3.12 is not available.*use one of \\['3.13', '3.11'\\]"),
+        (
+            '[wheel]\npython = ["3.9", "3.13"]\n',
+            "(?s)Python 3.9 is not available.*use one of \\['3.13', '3.11', '3.14', '3.10', '3.12'\\].*pythons.toml",
+        ),
         (
             'target = "aarch64-unknown-linux-gnu"\n[wheel]\npython = ["3.13", "3.11"]\n',
             "unpacked for the build machine only",
@@ -206,3 +211,73 @@ def test_retag_refuses_wheels_that_are_not_for_one_cpython(tmp_path: Path) -> No
     shutil.copyfile(_fake_wheel(tmp_path), abi3)
     with pytest.raises(PackageError, match="not a CPython-specific wheel"):
         retag(abi3, "3.11")
+
+
+def _fake_prefix(root: Path, full: str, *, headers: bool = True, name: str = "") -> Path:
+    version = ".".join(full.split(".")[:2])
+    prefix = root / (name or full)
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / f"python{version}").write_text("#!/bin/false\n")
+    lib = prefix / "lib" / f"python{version}"
+    for sub in ("site-packages/pip", "test", "__pycache__", "json"):
+        (lib / sub).mkdir(parents=True)
+        (lib / sub / "x.py").write_text("")
+    if headers:
+        include = prefix / "include" / f"python{version}"
+        include.mkdir(parents=True)
+        (include / "Python.h").write_text("")
+        (include / "patchlevel.h").write_text(f'#define PY_VERSION              "{full}"\n')
+    return prefix
+
+
+def test_a_host_python_is_the_newest_final_release_with_headers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ortdist.toolchains.host_python import find_host_python
+
+    versions = tmp_path / "pyenv" / "versions"
+    for full in ("3.10.9", "3.10.13", "3.10.14rc1", "3.12.1"):
+        _fake_prefix(versions, full)
+    _fake_prefix(versions, "3.10.20", headers=False)  # no headers: cannot compile a binding against it
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
+    found = find_host_python("3.10")
+    assert (found.full_version, found.prefix) == ("3.10.13", (versions / "3.10.13").resolve())
+    _fake_prefix(tmp_path / "uv", "3.10.15", name="cpython-3.10.15-linux-x86_64-gnu")
+    assert find_host_python("3.10").full_version == "3.10.15"  # uv's is newer
+
+
+def test_a_missing_host_python_names_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ortdist.errors import ToolchainError
+    from ortdist.toolchains.host_python import find_host_python
+
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
+    with pytest.raises(ToolchainError, match=r"no CPython 3\.12 installed") as caught:
+        find_host_python("3.12")
+    text = str(caught.value)
+    assert str(tmp_path / "pyenv" / "versions" / "3.12.*") in text and "uv python install 3.12" in text
+
+
+def test_a_host_prefix_is_copied_without_site_packages_tests_or_bytecode(tmp_path: Path) -> None:
+    from ortdist.toolchains.host_python import HostPython, copy_prefix
+
+    prefix = _fake_prefix(tmp_path / "v", "3.12.1")
+    copy_prefix(HostPython("3.12", "3.12.1", prefix), tmp_path / "overlay")
+    lib = tmp_path / "overlay" / "usr" / "lib" / "python3.12"
+    assert (lib / "json" / "x.py").is_file() and (tmp_path / "overlay/usr/include/python3.12/Python.h").is_file()
+    assert (lib / "site-packages").is_dir() and not any((lib / "site-packages").iterdir())
+    assert not (lib / "test").exists() and not (lib / "__pycache__").exists()
+
+
+@pytest.mark.parametrize(
+    "table",
+    ['source = "host"\nsuite = "sid"\nnumpy = "2.2.6"\n', 'source = "debian"\nnumpy = "2.2.6"\n'],
+    ids=["host-with-suite", "debian-without-suite"],
+)
+def test_a_python_source_with_the_wrong_keys_is_refused(project: Path, tmp_path: Path, table: str) -> None:
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    pythons = tmp_path / "toolchains" / "debian-trixie" / "pythons.toml"
+    pythons.write_text(pythons.read_text() + f'\n["3.9"]\n{table}')
+    with pytest.raises(RecipeError, match=r"(?s)pythons\.toml.*CPython"):
+        load_toolchain(tmp_path, "debian-trixie")

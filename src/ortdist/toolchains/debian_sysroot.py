@@ -23,6 +23,7 @@ from ..fsutil import remove_tree, sha256_file, sha256_text, temp_sibling_dir
 from ..log import log as status
 from ..paths import IN_ROOT_EP_WHEELS, IN_ROOT_PYTHONS, IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
 from . import Bind
+from .host_python import copy_prefix, find_host_python
 from .spec import ToolchainSpec
 
 STAMP = ".ortdist-root.json"
@@ -356,54 +357,27 @@ class DebianSysroot:
     # --- other CPython versions ------------------------------------------------------------------
     def python_overlay_path(self, cache: Cache, version: str) -> Path:
         facts = self.spec.extra_python[version]
-        digest = sha256_text(PYTHON_LAYOUT, self.spec.mirror, facts.suite, *facts.packages, f"numpy=={facts.numpy}")
+        if facts.source == "host":
+            host = find_host_python(version)
+            origin = ["host", str(host.prefix), host.full_version]
+        else:
+            origin = [self.spec.mirror, facts.suite, *facts.packages]
+        digest = sha256_text(PYTHON_LAYOUT, *origin, f"numpy=={facts.numpy}")
         return cache.sysroots / f"{self.spec.name}-python{version}-{digest[:12]}"
 
     def ensure_python_overlay(self, cache: Cache, build_root: Path, version: str, log: TextIO) -> Path:
-        """CPython ``version`` from another Debian suite, unpacked into a directory of its own (bound
-        at /ortdist/python/<version>), plus numpy from PyPI for the binding's headers. The build
-        root's apt, pointed at that suite alone, downloads exactly the listed packages."""
+        """CPython ``version`` in a directory of its own (bound at /ortdist/python/<version>), laid out
+        like an unpacked Debian CPython under usr/, plus numpy from PyPI for the binding's headers."""
         require_root()
         final = self.python_overlay_path(cache, version)
         if (final / STAMP).is_file():
             return final
         facts = self.spec.extra_python[version]
-        status.info(f"unpacking CPython {version} from Debian {facts.suite} into {final.name}")
         with temp_sibling_dir(final) as tmp:
-            state = tmp.parent / f".{final.name}.apt-state"
-            remove_tree(state)
-            for sub in ("lists/partial", "cache/archives/partial", "parts", "debs"):
-                (state / sub).mkdir(parents=True)
-            (state / "status").write_text("")
-            (state / "sources.list").write_text(f"deb {self.spec.mirror} {facts.suite} main\n")
-            apt_state = Path("/ortdist/apt-state")
-            options = [
-                f"-oDir::Etc::SourceList={apt_state}/sources.list",
-                f"-oDir::Etc::SourceParts={apt_state}/parts",
-                *private_apt_options(apt_state),
-            ]
-            script = " && ".join(
-                [
-                    shlex.join(["apt-get", *options, "update", "-q"]),
-                    f"cd {apt_state}/debs",
-                    shlex.join(["apt-get", *options, "download", "-q", *facts.packages]),
-                ]
-            )
-            run.call(
-                self.wrap(build_root, ["/bin/sh", "-c", script], binds=[Bind(state, apt_state)]),
-                log=log,
-                error=ToolchainError,
-                what=f"downloading CPython {version} from Debian {facts.suite}",
-            )
-            versions = unpack_debs(state / "debs", tmp, log)
-            missing = sorted(set(facts.packages) - set(versions))
-            if missing:
-                raise ToolchainError(
-                    f"Debian {facts.suite} did not provide {', '.join(missing)}",
-                    where=f"toolchains/{self.spec.name}/pythons.toml [{version!r}]",
-                    fix="check the package names against that suite",
-                )
-            relativize_symlinks(tmp)
+            if facts.source == "host":
+                installed = self._copy_host_python(build_root, version, tmp, log)
+            else:
+                installed = self._unpack_debian_python(build_root, version, tmp, log)
             house = cache.wheelhouse(version)
             house.mkdir(parents=True, exist_ok=True)
             numpy = f"numpy=={facts.numpy}"
@@ -414,12 +388,74 @@ class DebianSysroot:
                 raise ToolchainError(f"no {numpy} wheel for CPython {version} in {house}", fix="check the pin")
             with zipfile.ZipFile(wheels[0]) as archive:
                 archive.extractall(tmp / "site-packages")
-            info = {"toolchain": self.spec.name, "python": version, "suite": facts.suite, "installed": versions}
-            info["numpy"] = facts.numpy
+            info = {"toolchain": self.spec.name, "python": version, "suite": facts.suite, "installed": installed}
+            info.update(source=facts.source, numpy=facts.numpy)
             (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            remove_tree(state)
             tmp.rename(final)
         return final
+
+    def _unpack_debian_python(self, build_root: Path, version: str, tmp: Path, log: TextIO) -> dict[str, str]:
+        """The build root's apt, pointed at the version's suite alone, downloads exactly the listed
+        packages; they are unpacked (files only) into ``tmp``. Returns package -> version."""
+        facts = self.spec.extra_python[version]
+        status.info(f"unpacking CPython {version} from Debian {facts.suite}")
+        state = tmp.parent / f".{tmp.name}.apt-state"
+        remove_tree(state)
+        for sub in ("lists/partial", "cache/archives/partial", "parts", "debs"):
+            (state / sub).mkdir(parents=True)
+        (state / "status").write_text("")
+        (state / "sources.list").write_text(f"deb {self.spec.mirror} {facts.suite} main\n")
+        apt_state = Path("/ortdist/apt-state")
+        options = [
+            f"-oDir::Etc::SourceList={apt_state}/sources.list",
+            f"-oDir::Etc::SourceParts={apt_state}/parts",
+            *private_apt_options(apt_state),
+        ]
+        script = " && ".join(
+            [
+                shlex.join(["apt-get", *options, "update", "-q"]),
+                f"cd {apt_state}/debs",
+                shlex.join(["apt-get", *options, "download", "-q", *facts.packages]),
+            ]
+        )
+        try:
+            run.call(
+                self.wrap(build_root, ["/bin/sh", "-c", script], binds=[Bind(state, apt_state)]),
+                log=log,
+                error=ToolchainError,
+                what=f"downloading CPython {version} from Debian {facts.suite}",
+            )
+            versions = unpack_debs(state / "debs", tmp, log)
+        finally:
+            remove_tree(state)
+        missing = sorted(set(facts.packages) - set(versions))
+        if missing:
+            raise ToolchainError(
+                f"Debian {facts.suite} did not provide {', '.join(missing)}",
+                where=f"toolchains/{self.spec.name}/pythons.toml [{version!r}]",
+                fix="check the package names against that suite",
+            )
+        relativize_symlinks(tmp)
+        return versions
+
+    def _copy_host_python(self, build_root: Path, version: str, tmp: Path, log: TextIO) -> dict[str, str]:
+        """The host's CPython prefix copied under ``tmp/usr``; its interpreter's RUNPATH (the host
+        prefix's lib/, absent inside a root) becomes $ORIGIN/../lib, set by the build root's patchelf."""
+        host = find_host_python(version)
+        status.info(f"copying CPython {host.full_version} from this host ({host.prefix})")
+        copy_prefix(host, tmp)
+        inside = in_root_python(version)
+        run.call(
+            self.wrap(
+                build_root,
+                ["patchelf", "--set-rpath", "$ORIGIN/../lib", f"{inside}/usr/bin/python{version}"],
+                binds=[Bind(tmp, inside)],
+            ),
+            log=log,
+            error=ToolchainError,
+            what=f"pointing CPython {version}'s interpreter at its own libpython",
+        )
+        return {f"cpython{version} (host: {host.prefix})": host.full_version}
 
     def installed_packages(self, root: Path) -> dict[str, str]:
         data = json.loads((root / STAMP).read_text(encoding="utf-8"))

@@ -59,11 +59,13 @@ class PinnedWheel:
 
 @dataclass(frozen=True, kw_only=True)
 class OtherPython:
-    """A [<version>] table of toolchains/<name>/pythons.toml: a CPython from another Debian suite."""
+    """A [<version>] table of toolchains/<name>/pythons.toml: a CPython from another Debian suite
+    (``suite`` and ``packages``) or installed on the build host (see toolchains/host_python.py)."""
 
-    suite: str
-    packages: tuple[str, ...]
     numpy: str
+    source: Literal["debian", "host"] = "debian"
+    suite: str = ""
+    packages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,6 +278,14 @@ def _extra_pythons(files: list[Path], own: tuple[str, ...]) -> dict[str, OtherPy
                 raise RecipeError(f"{version!r} is not a CPython version", where=place, fix='e.g. ["3.11"]')
             if version in own:
                 raise RecipeError(f"CPython {version} is the root's own Python", where=place, fix="drop it here")
+            debian_keys = (bool(facts.suite), bool(facts.packages))
+            if debian_keys != ((True, True) if facts.source == "debian" else (False, False)):
+                raise RecipeError(
+                    f"a {facts.source!r} CPython "
+                    + ("needs a suite and packages" if facts.source == "debian" else "takes no suite or packages"),
+                    where=place,
+                    fix='source = "debian" with suite and packages, or source = "host" with numpy only',
+                )
             found[version] = facts
     return found
 
