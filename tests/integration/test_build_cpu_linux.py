@@ -56,7 +56,9 @@ def test_manifest_lists_verified_artifacts(built: tuple[Path, dict[str, Any], st
         assert hashlib.sha256(data).hexdigest() == art["sha256"]
         assert len(data) == art["size"]
     wheels = [a for a in manifest["artifacts"] if a["kind"] == "wheel"]
-    assert [w["tag"].split("-manylinux_")[0] for w in wheels] == ["cp313-cp313", "cp311-cp311"]
+    assert [w["tag"].split("-manylinux_")[0] for w in wheels] == [
+        f"cp{v}-cp{v}" for v in ("313", "310", "311", "312", "314")
+    ]
     assert all(w["path"].startswith("onnxruntime-1.21.0-") for w in wheels)
     for step in ("toolchain", "source", "configure", "build", "binding", "wheel", "repair", "check", "total"):
         assert manifest["build_times_s"][step] >= 0
@@ -116,24 +118,48 @@ def test_patch_series_applies_to_the_pinned_source() -> None:
     assert f"{count} patch(es) apply cleanly" in proc.stdout
 
 
-def test_smoke_suite_passes_with_parity_to_the_official_wheel(
-    built: tuple[Path, dict[str, Any], str], tmp_path: Path, download_official_wheel: Callable[..., Path]
-) -> None:
-    """Our wheel in the clean root, against PyPI's cp313 wheel as the node-test baseline."""
+@pytest.fixture(scope="module")
+def official_smoke(
+    tmp_path_factory: pytest.TempPathFactory, download_official_wheel: Callable[..., Path]
+) -> dict[str, Any]:
+    """PyPI's cp313 wheel through the smoke suite: the node-test baseline."""
     from ortdist.paths import Cache
     from ortdist.smoke.run_suite import smoke_wheel
     from ortdist.toolchains import load_toolchain, make_toolchain
 
     project = Path(__file__).resolve().parents[2]
-    official = download_official_wheel(tmp_path / "official", python="3.13")
+    official = download_official_wheel(tmp_path_factory.mktemp("official"), python="3.13")
     toolchain = make_toolchain(load_toolchain(project, "debian-trixie"))
-    base_report, _ = smoke_wheel(official, tmp_path / "base", Cache.default(), toolchain)
-    assert base_report["passed"]
+    report, _ = smoke_wheel(official, tmp_path_factory.mktemp("base"), Cache.default(), toolchain)
+    assert report["passed"]
+    return report
+
+
+@pytest.fixture(scope="module")
+def our_smoke(
+    built: tuple[Path, dict[str, Any], str], official_smoke: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[dict[str, Any], list[Any]]]:
+    """Every wheel of ours through the whole suite (node tests included), PyPI's as the baseline."""
+    from ortdist.paths import Cache
+    from ortdist.smoke.run_suite import smoke_wheel
+    from ortdist.toolchains import load_toolchain, make_toolchain
+
+    project = Path(__file__).resolve().parents[2]
+    toolchain = make_toolchain(load_toolchain(project, "debian-trixie"))
     out, manifest, _ = built
-    wheel = out / next(a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel")
-    report, verdicts = smoke_wheel(
-        wheel, tmp_path / "ours", Cache.default(), toolchain, baseline=base_report["node_test_outcomes"]
-    )
+    results = {}
+    for art in (a for a in manifest["artifacts"] if a["kind"] == "wheel"):
+        where = tmp_path_factory.mktemp(f"ours-{art['python']}")
+        baseline = official_smoke["node_test_outcomes"]
+        results[art["python"]] = smoke_wheel(out / art["path"], where, Cache.default(), toolchain, baseline=baseline)
+    return results
+
+
+def test_smoke_suite_passes_with_parity_to_the_official_wheel(
+    official_smoke: dict[str, Any], our_smoke: dict[str, tuple[dict[str, Any], list[Any]]]
+) -> None:
+    """Our cp313 wheel in the clean root, against PyPI's cp313 wheel as the node-test baseline."""
+    report, verdicts = our_smoke["3.13"]
     assert report["passed"], [v.message for v in verdicts if not v.passed]
     from ortdist.smoke.env import host_glibc, host_python
 
@@ -142,7 +168,7 @@ def test_smoke_suite_passes_with_parity_to_the_official_wheel(
     assert report["claims_from"] == "build record"
     assert report["regressions"] == {"CPUExecutionProvider": []}
     ours = report["node_tests"]["CPUExecutionProvider"]
-    theirs = base_report["node_tests"]["CPUExecutionProvider"]
+    theirs = official_smoke["node_tests"]["CPUExecutionProvider"]
     assert ours["passed"] >= theirs["passed"]
 
 
@@ -301,44 +327,47 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     shutil.copyfile(png, kept)
 
 
-def test_one_core_two_pythons(built: tuple[Path, dict[str, Any], str], tmp_path: Path) -> None:
-    """recipes/cpu-linux.toml asks for CPython 3.13 (trixie's) and 3.11 (bookworm's, unpacked):
-    the core is compiled once, only the binding again, and the 3.11 wheel passes the clean-root
-    check and the smoke suite under a real 3.11."""
+def test_one_core_five_pythons(
+    built: tuple[Path, dict[str, Any], str], our_smoke: dict[str, tuple[dict[str, Any], list[Any]]]
+) -> None:
+    """recipes/cpu-linux.toml asks for CPython 3.10 to 3.14: 3.13 is trixie's, 3.11 bookworm's and
+    3.14 sid's (unpacked), 3.10 and 3.12 the host's (pyenv). The core is compiled once, only the
+    binding again per version, and every wheel passes the clean-root check and the whole smoke
+    suite under its own interpreter, with the cp313 wheel's CPU node-test results."""
     from ortdist.paths import Cache
-    from ortdist.smoke.run_suite import smoke_wheel
-    from ortdist.toolchains import load_toolchain, make_toolchain
 
     out, manifest, _ = built
-    project = Path(__file__).resolve().parents[2]
     wheels = {a["python"]: out / a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel"}
-    assert set(wheels) == {"3.13", "3.11"}
-    modules = {}
+    assert list(wheels) == ["3.13", "3.10", "3.11", "3.12", "3.14"]
+    modules, libraries = {}, {}
     for version, wheel in wheels.items():
         with zipfile.ZipFile(wheel) as zf:
             modules[version] = zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so")
-            names = set(zf.namelist())
-            assert any(n.endswith(".dist-info/sboms/ortdist.cdx.json") for n in names)
-        assert f"-cp{version.replace('.', '')}-" in wheel.name
-    assert modules["3.13"] != modules["3.11"]
-    assert b"python3.11" not in modules["3.13"]
-    # The core was compiled once: both wheels carry the same C library, and the 3.11 binding's build
-    # compiles the binding's own sources only and links the main build's core archives.
-    libraries = {v: zipfile.ZipFile(w).read("onnxruntime/capi/libonnxruntime.so.1.21.0") for v, w in wheels.items()}
-    assert libraries["3.11"] == libraries["3.13"]
-    ninja = (Cache.default().work("cpu-linux") / "work" / "binding-3.11" / "build.ninja").read_text()
-    edges = dict(line[len("build ") :].split(": ", 1) for line in ninja.splitlines() if line.startswith("build "))
-    compiled = [target for target in edges if target.endswith(".o")]
-    assert compiled and all("/ortdist/source/onnxruntime/python/" in target for target in compiled), compiled
-    (link,) = [rule for target, rule in edges.items() if target.endswith("onnxruntime_pybind11_state.so")]
+            libraries[version] = zf.read("onnxruntime/capi/libonnxruntime.so.1.21.0")
+            assert any(n.endswith(".dist-info/sboms/ortdist.cdx.json") for n in zf.namelist())
+        assert f"-cp{version.replace('.', '')}-cp{version.replace('.', '')}-" in wheel.name
+    assert len(set(modules.values())) == len(wheels)  # a binding of its own per version
+    assert len(set(libraries.values())) == 1  # one core
+    for version in wheels:
+        others = [f"python{v}".encode() for v in wheels if v != version]
+        assert not any(other in modules[version] for other in others), version
     core = ("libonnxruntime_framework.a", "libonnxruntime_providers.a", "libonnxruntime_mlas.a")
-    assert all(f"/ortdist/build/{archive}" in link for archive in core), link[:500]
-    timings = manifest["python_versions"]["3.11"]
-    assert timings["binding_s"] >= 0 and timings["wheel_s"] > 0 and timings["check_s"] > 0
-    assert manifest["clean_root_check_other_python"]["3.11"]["ok"] is True
-    toolchain = make_toolchain(load_toolchain(project, "debian-trixie"))
-    report, verdicts = smoke_wheel(wheels["3.11"], tmp_path, Cache.default(), toolchain, with_node_tests=False)
-    assert report["passed"], [v.message for v in verdicts if not v.passed]
-    assert report["environment"]["kind"] == expected_smoke_environment((2, 39), "3.11")
-    assert report["version"] == "1.21.0"
-    assert {v.name for v in verdicts if v.passed} >= {"cnn", "transformer", "control_flow", "qdq_cnn", "fp16_mlp"}
+    node = our_smoke["3.13"][0]["node_tests"]["CPUExecutionProvider"]
+    for version in [v for v in wheels if v != "3.13"]:
+        # the binding's build compiles the binding's own sources only and links the core's archives
+        ninja = (Cache.default().work("cpu-linux") / "work" / f"binding-{version}" / "build.ninja").read_text()
+        edges = dict(line[len("build ") :].split(": ", 1) for line in ninja.splitlines() if line.startswith("build "))
+        compiled = [target for target in edges if target.endswith(".o")]
+        assert compiled and all("/ortdist/source/onnxruntime/python/" in target for target in compiled), compiled
+        (link,) = [rule for target, rule in edges.items() if target.endswith("onnxruntime_pybind11_state.so")]
+        assert all(f"/ortdist/build/{archive}" in link for archive in core), link[:500]
+        timings = manifest["python_versions"][version]
+        assert timings["binding_s"] >= 0 and timings["wheel_s"] > 0 and timings["check_s"] > 0
+        assert manifest["clean_root_check_other_python"][version]["ok"] is True
+        report, verdicts = our_smoke[version]
+        assert report["passed"], (version, [v.message for v in verdicts if not v.passed])
+        assert report["environment"]["kind"] == expected_smoke_environment((2, 39), version)
+        assert report["version"] == "1.21.0"
+        assert report["regressions"] == {"CPUExecutionProvider": []}, version
+        assert report["node_tests"]["CPUExecutionProvider"] == node, version
+        assert {v.name for v in verdicts if v.passed} >= {"cnn", "transformer", "control_flow", "qdq_cnn", "fp16_mlp"}

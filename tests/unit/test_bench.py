@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ortdist.bench.run import markdown, max_output_diff
+from ortdist.bench.run import markdown, max_output_diff, release_cost
 
 
 def test_markdown_puts_each_figure_beside_its_reference_with_the_ratio() -> None:
@@ -33,3 +33,31 @@ def test_max_output_diff_compares_every_output(tmp_path: Path) -> None:
     np.savez(a, y=np.array([1.0, 2.0], np.float32), z=np.array([3], np.int64))
     np.savez(b, y=np.array([1.0, 2.5], np.float32), z=np.array([3], np.int64))
     assert max_output_diff(a, b) == 0.5
+
+
+def test_release_cost_takes_only_the_other_versions_steps_out_of_the_cold_build() -> None:
+    build = {
+        "ours_cold_s": 1000.0,
+        "buildpy_cold_s": 900.0,
+        "ours_cold_python_versions": {
+            "3.13": {"wheel_s": 10.0, "repair_s": 5.0, "check_s": 20.0},  # the root's own: in any build
+            "3.10": {"binding_s": 60.0, "wheel_s": 10.0, "repair_s": 5.0, "check_s": 25.0},
+            "3.14": {"binding_s": 70.0, "wheel_s": 10.0, "repair_s": 5.0, "check_s": 15.0},
+        },
+    }
+    figures = release_cost(build)
+    assert figures == {
+        "pythons": 3.0,
+        "release_s": 1000.0,
+        "one_python_s": 800.0,
+        "ratio": 1.25,
+        "per_python_rebuild_s": 2700.0,
+    }
+    table = markdown({"build": build})
+    assert (
+        "| 3-Python release, cold (vs ortdist's one-Python build; goal <= 1.25x) | 1000.0 s | 800.0 s | 1.25x |"
+        in table
+    )
+    assert "| 3-Python release, cold (vs build.py once per Python, compile only) | 1000.0 s | 2700.0 s |" in table
+    single = {"ours_cold_s": 500.0, "buildpy_cold_s": 450.0, "ours_cold_python_versions": {}}
+    assert release_cost(single) is None and "Python release" not in markdown({"build": single})

@@ -409,6 +409,9 @@ class DebianSysroot:
         options = [
             f"-oDir::Etc::SourceList={apt_state}/sources.list",
             f"-oDir::Etc::SourceParts={apt_state}/parts",
+            # sid's Release file expires within days; the mirror's copy may be older than that. The
+            # signature and the per-file hashes are still checked: only the freshness test is off.
+            "-oAcquire::Check-Valid-Until=false",
             *private_apt_options(apt_state),
         ]
         script = " && ".join(
