@@ -204,7 +204,15 @@ def matrix_entry(plan: BuildPlan, facts: RunnerFacts) -> dict[str, str | bool | 
         "smoke": build and plan.builds_wheel and runner.native,
         "smoke_args": "--require-device" if facts.has_device_runner(plan) else "",
         "nox": facts.nox_for(plan),
+        # setup-python installs the CPythons the toolchain takes from the host, then nox's own (last:
+        # the default `python`); ortdist finds them in the runner's tool cache.
+        "pythons": "\n".join([*host_pythons(plan), facts.workflow.python]),
     }
+
+
+def host_pythons(plan: BuildPlan) -> list[str]:
+    """The plan's CPython versions that its toolchain takes from the build host, not from Debian."""
+    return [v for v in plan.extra_python if plan.toolchain.extra_python[v].source == "host"]
 
 
 def workflow_text(plans: Iterable[BuildPlan], facts: RunnerFacts) -> str:
@@ -255,7 +263,7 @@ jobs:
       - uses: {wf.checkout}
       - uses: {wf.setup_python}
         with:
-          python-version: {_yaml(wf.python)}
+          python-version: ${{{{ matrix.pythons }}}}
       - name: Install nox
         run: python -m pip install {_yaml(wf.nox)}
       - name: Plan

@@ -161,6 +161,9 @@ def test_every_recipe_has_a_job_on_the_runner_with_what_it_needs(project: Path) 
     assert rows["android-arm64"]["nox"] == 'ANDROID_NDK_HOME="$ANDROID_NDK_LATEST_HOME" python -m nox'
 
     assert rows["cpu-linux"]["nox"] == 'sudo -E "$pythonLocation/bin/python" -m nox'
+    # setup-python installs the CPythons cpu-linux takes from the host (no Debian suite has them), nox's last
+    assert rows["cpu-linux"]["pythons"] == "3.10\n3.12\n3.13"
+    assert {row["pythons"] for name, row in rows.items() if name != "cpu-linux"} == {"3.13"}
     assert rows["coreml-macos-arm64"]["nox"] == "python -m nox"
     # the three wheel platforms are all in the matrix
     platforms = {plan.target.wheel_platform for plan in all_plans(project)}

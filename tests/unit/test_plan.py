@@ -48,7 +48,8 @@ def test_cpu_linux_plan(project: Path) -> None:
         "publish",
     )
     assert plan.distribution == "onnxruntime"
-    assert plan.python == ("3.13", "3.11") and plan.extra_python == ("3.11",)
+    assert plan.python == ("3.13", "3.10", "3.11", "3.12", "3.14")
+    assert plan.extra_python == ("3.10", "3.11", "3.12", "3.14")
     assert plan.repair_excludes == ()
     assert plan.strip
     assert [p.name for p in plan.patches] == [

@@ -241,6 +241,7 @@ def test_a_host_python_is_the_newest_final_release_with_headers(
     _fake_prefix(versions, "3.10.20", headers=False)  # no headers: cannot compile a binding against it
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
     monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
+    monkeypatch.setenv("RUNNER_TOOL_CACHE", str(tmp_path / "toolcache"))
     found = find_host_python("3.10")
     assert (found.full_version, found.prefix) == ("3.10.13", (versions / "3.10.13").resolve())
     _fake_prefix(tmp_path / "uv", "3.10.15", name="cpython-3.10.15-linux-x86_64-gnu")
@@ -253,6 +254,7 @@ def test_a_missing_host_python_names_where_it_looked(tmp_path: Path, monkeypatch
 
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
     monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
+    monkeypatch.setenv("RUNNER_TOOL_CACHE", str(tmp_path / "toolcache"))
     with pytest.raises(ToolchainError, match=r"no CPython 3\.12 installed") as caught:
         find_host_python("3.12")
     text = str(caught.value)
@@ -281,3 +283,14 @@ def test_a_python_source_with_the_wrong_keys_is_refused(project: Path, tmp_path:
     pythons.write_text(pythons.read_text() + f'\n["3.9"]\n{table}')
     with pytest.raises(RecipeError, match=r"(?s)pythons\.toml.*CPython"):
         load_toolchain(tmp_path, "debian-trixie")
+
+
+def test_a_runners_tool_cache_is_searched_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub's setup-python installs into $RUNNER_TOOL_CACHE/Python/<full>/x64: the CI matrix relies on it."""
+    from ortdist.toolchains.host_python import find_host_python
+
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
+    monkeypatch.setenv("RUNNER_TOOL_CACHE", str(tmp_path / "toolcache"))
+    prefix = _fake_prefix(tmp_path / "toolcache" / "Python" / "3.12.9", "3.12.9", name="x64")
+    assert find_host_python("3.12").prefix == prefix.resolve()

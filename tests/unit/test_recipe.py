@@ -21,7 +21,7 @@ def test_cpu_linux_recipe_loads(project: Path) -> None:
     assert recipe.ort_version == "1.21.0"
     assert recipe.execution_providers == ("cpu",)
     assert recipe.linkage == "shared"
-    assert recipe.wheel.enabled and recipe.wheel.python == ("3.13", "3.11")
+    assert recipe.wheel.enabled and recipe.wheel.python == ("3.13", "3.10", "3.11", "3.12", "3.14")
     assert recipe.source.kind == "debian"
     assert recipe.patch_series == "1.21.0"
 

@@ -33,11 +33,18 @@ class HostPython:
 
 
 def search_places(version: str, arch: str = "x86_64") -> list[Path]:
-    """Directory patterns searched, in order: pyenv's versions, uv's managed Pythons."""
+    """Directory patterns searched: pyenv's versions, uv's managed Pythons, and the tool cache
+    GitHub's setup-python installs into (CI)."""
     home = Path.home()
     pyenv = Path(os.environ.get("PYENV_ROOT") or home / ".pyenv") / "versions"
     uv = Path(os.environ.get("UV_PYTHON_INSTALL_DIR") or home / ".local" / "share" / "uv" / "python")
-    return [pyenv / f"{version}.*", uv / f"cpython-{version}.*-linux-{arch}-gnu"]
+    tool_cache = Path(os.environ.get("RUNNER_TOOL_CACHE") or "/opt/hostedtoolcache") / "Python"
+    machine = {"x86_64": "x64", "aarch64": "arm64"}.get(arch, arch)
+    return [
+        pyenv / f"{version}.*",
+        uv / f"cpython-{version}.*-linux-{arch}-gnu",
+        tool_cache / f"{version}.*" / machine,
+    ]
 
 
 def _full_version(prefix: Path, version: str) -> str | None:
@@ -51,6 +58,12 @@ def _full_version(prefix: Path, version: str) -> str | None:
     return match.group(1)
 
 
+def _expand(pattern: Path) -> list[Path]:
+    """Directories matching ``pattern``, whose wildcards may sit in any component but the first."""
+    anchor = Path(pattern.anchor)
+    return sorted(p for p in anchor.glob(str(pattern.relative_to(anchor))) if p.is_dir())
+
+
 def _patch_key(full: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", full)[:3])
 
@@ -60,7 +73,7 @@ def find_host_python(version: str, arch: str = "x86_64") -> HostPython:
     naming each place and how to provide one."""
     found: list[HostPython] = []
     for pattern in search_places(version, arch):
-        for prefix in sorted(pattern.parent.glob(pattern.name)) if pattern.parent.is_dir() else ():
+        for prefix in _expand(pattern):
             full = _full_version(prefix, version)
             if full and re.fullmatch(r"\d+\.\d+\.\d+", full):  # no alphas, betas or release candidates
                 found.append(HostPython(version, full, prefix.resolve()))

@@ -36,7 +36,7 @@ def ready(env: StepEnv) -> StepEnv:
 
 
 def test_only_the_extra_python_gets_a_binding_compiled(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=("3.13", "3.11")))
     out = binding.run(env.ctx, env.state)
     listing, compile_ = env.runner.commands
     assert listing.argv == ("ninja", "-C", "/ortdist/build", "-t", "commands", "onnxruntime_pybind11_state")
@@ -54,14 +54,14 @@ def test_only_the_extra_python_gets_a_binding_compiled(make_env: MakeEnv) -> Non
 
 
 def test_a_failed_binding_compile_names_the_python(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=("3.13", "3.11")))
     env.runner.on("ninja -C /ortdist/work/binding-3.11", returncode=1)
     with pytest.raises(BuildError, match=r"compiling the Python 3\.11 binding failed"):
         binding.run(env.ctx, env.state)
 
 
 def test_a_main_build_without_the_binding_is_refused(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=("3.13", "3.11")))
     (env.layout.build.host / "CMakeCache.txt").write_text("CMAKE_BUILD_TYPE:STRING=Release\n")
     with pytest.raises(BuildError, match="_Python_INCLUDE_DIR"):
         binding.run(env.ctx, env.state)

@@ -56,7 +56,7 @@ def probe(result: dict[str, Any] | None, returncode: int = 0) -> Effect:
 
 
 def test_each_wheel_is_checked_in_a_clean_root(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=("3.13", "3.11")))
     env.runner.on("probe.py", probe(GOOD))
     out = check.run(env.ctx, env.state)
     downloads = env.matching("pip download")
@@ -153,7 +153,7 @@ def test_a_cross_wheel_is_checked_under_the_emulator_with_a_bare_target_python(m
 
 
 def test_the_index_is_asked_only_for_what_the_wheelhouse_lacks(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=("3.13", "3.11")))
     env.runner.on("probe.py", probe(GOOD))
     for python in ("3.13", "3.11"):  # the wheelhouses lack something
         env.runner.on(f"--no-index --find-links {env.ctx.cache.wheelhouse(python)}", returncode=1)

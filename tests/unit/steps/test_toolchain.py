@@ -9,7 +9,7 @@ from .conftest import MakeEnv
 
 
 def test_a_native_build_gets_its_root_and_an_overlay_for_each_extra_python(make_env: MakeEnv) -> None:
-    env = make_env("cpu-linux")
+    env = make_env("cpu-linux", python=("3.13", "3.11"))
     roots = toolchain.run(env.ctx, env.state)
     # 3.13 is the root's own; only 3.11 is unpacked beside it, against the build root just made.
     assert env.toolchain.calls == [("build",), ("python", "build-root", "3.11")]
