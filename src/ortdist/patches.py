@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import registry, run
+from . import registry, run, treecheck
 from .errors import PatchError
 from .fsutil import remove_tree, sha256_file, temp_sibling_dir
+
+MARKER = ".ortdist-patched"
 
 
 @dataclass(frozen=True)
@@ -131,13 +133,32 @@ def prepare_tree(dest: Path, fill: Callable[[Path], None], patches: tuple[Patch,
     """Create ``dest`` as a patched copy: ``fill`` writes the pristine tree, then the series is applied.
 
     All of it happens in a temp sibling renamed into place at the end, so a patch that does not
-    apply (or an interrupted run) leaves neither ``dest`` nor a half-patched tree behind.
+    apply (or an interrupted run) leaves neither ``dest`` nor a half-patched tree behind. Its content
+    manifest is recorded before the rename, so every reuse can be verified (``reuse_tree``).
     """
     with temp_sibling_dir(dest) as tmp:
         tree = tmp / "tree"
         fill(tree)
         apply_series(patches, tree)
-        (tree / ".ortdist-patched").write_text("".join(f"{p.name} {p.sha256}\n" for p in patches), encoding="utf-8")
+        (tree / MARKER).write_text("".join(f"{p.name} {p.sha256}\n" for p in patches), encoding="utf-8")
+        treecheck.record(tree, source_exclude, manifest=treecheck.manifest_path(dest))
         if dest.exists():
             remove_tree(dest)
         tree.rename(dest)
+
+
+def source_exclude(rel: str) -> bool:
+    """Left out of a source tree's manifest: Python's bytecode caches. ORT's build imports its own
+    tools from the source tree (the flatbuffers and ORT-format helpers), which writes ``__pycache__``
+    beside them; Python re-validates each one against its ``.py``, which is verified."""
+    return rel.rpartition("/")[2] == "__pycache__"
+
+
+def reuse_tree(dest: Path) -> bool:
+    """Whether the patched tree ``dest`` may be reused: it exists and its content is what
+    ``prepare_tree`` recorded. A tree that differs, or one made before manifests were recorded, is
+    deleted so the caller re-creates it from the verified tarball and the patches (about a minute;
+    a recorded digest of an unverified tree would vouch for whatever it holds now)."""
+    if not (dest / MARKER).is_file():
+        return False
+    return treecheck.reuse(dest, "patched source tree", source_exclude)

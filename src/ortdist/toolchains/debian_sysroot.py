@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .. import run
+from .. import run, treecheck
 from ..errors import ToolchainError
 from ..fsutil import remove_tree, sha256_file, sha256_text, temp_sibling_dir
 from ..log import log as status
@@ -32,6 +32,23 @@ BASE_ENV = {
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
 }
+
+
+# Left out of a root's content manifest: what a normal build legitimately writes into a root, or
+# what the kernel lays over it. Everything else (usr, etc, var, opt/ortdist-tools,
+# opt/ortdist-wheels, the stamp) is hashed at creation and re-hashed at every reuse.
+#   proc, sys, dev: mounted over at every command (wrap mounts proc and rbinds the host's /dev).
+#   tmp, var/tmp:   scratch: the compiler's temporaries, the smoke suite's ORT profiles.
+#   root:           HOME=/root: pip's cache from the check and smoke venvs (/root/.cache/pip).
+#   ortdist:        the fixed mount points of the build's trees (/ortdist/source, build, ccache...);
+#                   what is written there goes to the host through the bind mounts.
+# wrap() also creates a bind's mount point with `mkdir -p` wherever it is: added empty
+# directories are therefore not a difference (treecheck.compare(ignore_new_empty_dirs=True)).
+ROOT_UNHASHED = frozenset({"proc", "sys", "dev", "tmp", "var/tmp", "root", "ortdist"})
+
+
+def root_exclude(rel: str) -> bool:
+    return rel in ROOT_UNHASHED
 
 
 def require_host_tools(*tools: str) -> None:
@@ -66,6 +83,35 @@ def require_root() -> None:
 class DebianSysroot:
     def __init__(self, spec: ToolchainSpec) -> None:
         self.spec = spec
+        self._verified: set[Path] = set()  # roots verified by this process (a build asks several times)
+
+    def reuse_root(self, final: Path) -> bool:
+        """Whether the root ``final`` exists, is complete (its stamp) and holds what was recorded at
+        its creation; one that differs is deleted, so the caller creates it again.
+
+        Every regular file is sha256-hashed, on a thread per core. Measured on this project's 2-core
+        VM (cold = the tree's pages evicted first): the trixie build root, 41,076 files / 1.77 GB, in
+        12.5 s cold and 4.5 s warm; the clean root (6,284 files / 257 MB) in 1.5 s / 0.6 s. Under 1%
+        of a cold build and a few seconds of a warm one, so the full hash was kept over a cheaper
+        stat-based check (size, mtime, inode), which a copy restored from a CI cache would fail
+        wholesale and which a tool preserving times would pass. A root made before roots had a
+        manifest has its current content recorded once, with a warning: re-creating one costs a
+        debootstrap (minutes, the network), and its packages are what its stamp lists.
+        """
+        if not (final / STAMP).is_file():
+            return False
+        if final in self._verified:
+            return True
+        if treecheck.reuse(final, "root", root_exclude, unrecorded="record", ignore_new_empty_dirs=True):
+            self._verified.add(final)
+            return True
+        return False
+
+    def _finish_root(self, tmp: Path, final: Path) -> None:
+        """Record the new root's manifest, then rename it into place (a root without one is older)."""
+        treecheck.record(tmp, root_exclude, manifest=treecheck.manifest_path(final))
+        tmp.rename(final)
+        self._verified.add(final)
 
     # --- paths -------------------------------------------------------------------------------
     def build_root_path(self, cache: Cache) -> Path:
@@ -185,7 +231,7 @@ class DebianSysroot:
     ) -> Path:
         """Create the root once: bootstrap in a temp sibling, stamp it, rename it into place."""
         require_root()  # an existing root too: every command in it needs unshare and chroot
-        if (final / STAMP).is_file():
+        if self.reuse_root(final):
             return final
         require_host_tools("debootstrap", "unshare", "chroot")
         status.info(
@@ -197,7 +243,7 @@ class DebianSysroot:
             if finish is not None:
                 finish(tmp)
             self._stamp(tmp, packages)
-            tmp.rename(final)
+            self._finish_root(tmp, final)
         return final
 
     def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
@@ -287,7 +333,7 @@ class DebianSysroot:
         the target runs), and absolute symlinks are made relative so they resolve inside it."""
         require_root()
         final = self.target_root_path(cache, triple, clean)
-        if (final / STAMP).is_file():
+        if self.reuse_root(final):
             return final
         cross = self.spec.cross_targets[triple]
         arch = cross.dpkg_arch
@@ -346,7 +392,7 @@ class DebianSysroot:
             }
             (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             remove_tree(state)
-            tmp.rename(final)
+            self._finish_root(tmp, final)
         return final
 
     # --- other CPython versions ------------------------------------------------------------------
@@ -361,7 +407,7 @@ class DebianSysroot:
         root's apt, pointed at that suite alone, downloads exactly the listed packages."""
         require_root()
         final = self.python_overlay_path(cache, version)
-        if (final / STAMP).is_file():
+        if self.reuse_root(final):
             return final
         facts = self.spec.extra_python[version]
         status.info(f"unpacking CPython {version} from Debian {facts.suite} into {final.name}")
@@ -414,7 +460,7 @@ class DebianSysroot:
             info["numpy"] = facts.numpy
             (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             remove_tree(state)
-            tmp.rename(final)
+            self._finish_root(tmp, final)
         return final
 
     def installed_packages(self, root: Path) -> dict[str, str]:
