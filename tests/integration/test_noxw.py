@@ -48,6 +48,9 @@ def root(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, 
     copy = tmp_path / "root"
     subprocess.run(["cp", "-a", str(stock_root(suite)), str(copy)], check=True)
     shutil.copyfile("/etc/resolv.conf", copy / "etc" / "resolv.conf")
+    # The host's trust store: a TLS-intercepting proxy the host trusts is trusted in the root too,
+    # as on any machine set up for such a network.
+    shutil.copyfile("/etc/ssl/certs/ca-certificates.crt", copy / "etc" / "ssl" / "certs" / "ca-certificates.crt")
     yield suite, copy
     remove_tree(copy)
 
