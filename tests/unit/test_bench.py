@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
 
-from ortdist.bench.run import markdown, max_output_diff
+from ortdist.bench.run import ONE_FILE, Bench, markdown, max_output_diff
+from ortdist.patches import prepare_tree, reuse_tree
+from ortdist.paths import Cache
 
 
 def test_markdown_puts_each_figure_beside_its_reference_with_the_ratio() -> None:
@@ -33,3 +36,23 @@ def test_max_output_diff_compares_every_output(tmp_path: Path) -> None:
     np.savez(a, y=np.array([1.0, 2.0], np.float32), z=np.array([3], np.int64))
     np.savez(b, y=np.array([1.0, 2.5], np.float32), z=np.array([3], np.int64))
     assert max_output_diff(a, b) == 0.5
+
+
+def test_the_one_file_change_is_declared_so_the_build_keeps_the_changed_tree(tmp_path: Path, project: Path) -> None:
+    """The benchmark changes one source file on purpose: the build must compile that tree, not re-make it."""
+    for name in ("recipes", "toolchains", "patches"):
+        shutil.copytree(project / name, tmp_path / "project" / name)
+    bench = Bench(tmp_path / "project", "cpu-linux", 1, cache=Cache(tmp_path / "cache"))
+    tree = bench.layout.source.host
+
+    def fill(dest: Path) -> None:
+        (dest / ONE_FILE).parent.mkdir(parents=True)
+        (dest / ONE_FILE).write_text("int x;\n")
+
+    prepare_tree(tree, fill, ())
+    bench.work.mkdir(parents=True)  # measure_build makes it
+    undo = bench.touch_one_file()
+    assert (tree / ONE_FILE).read_text().startswith("int x;\n\n// ortdist bench")
+    assert reuse_tree(tree)
+    undo()
+    assert (tree / ONE_FILE).read_text() == "int x;\n" and reuse_tree(tree)
