@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ortdist import sources, treecheck
-from ortdist.patches import MARKER, prepare_tree, read_series, reuse_tree
+from ortdist.patches import MARKER, ensure_tree, read_series
 from ortdist.toolchains import load_toolchain
 from ortdist.toolchains.debian_sysroot import STAMP, DebianSysroot
 
@@ -49,8 +49,7 @@ def made(tmp_path: Path) -> tuple[Path, Callable[[], int]]:
         sources.unpack(tarball, tree)
 
     def ensure() -> int:
-        if not reuse_tree(dest):
-            prepare_tree(dest, fill, patches)
+        ensure_tree(dest, fill, patches)
         return count[0]
 
     return dest, ensure
@@ -143,16 +142,28 @@ def test_bytecode_caches_a_build_writes_do_not_rebuild(made: tuple[Path, Callabl
     assert ensure() == 1
 
 
-def test_a_tree_made_before_manifests_is_made_again(
+def test_a_tree_made_before_manifests_is_compared_with_a_fresh_copy(
     made: tuple[Path, Callable[[], int]], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Identical: kept with its file times (no recompile) and recorded. Different: replaced."""
     dest, ensure = made
     ensure()
     treecheck.manifest_path(dest).unlink()
+    before = (dest / "src" / "a.cc").stat()
+    assert ensure() == 2  # the fresh copy it was compared with
+    assert "recording content digest of existing patched source tree" in capsys.readouterr().err
+    after = (dest / "src" / "a.cc").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert ensure() == 2 and treecheck.manifest_path(dest).is_file()  # now verified like any other
+
+    treecheck.manifest_path(dest).unlink()
     _empty(dest)
-    assert ensure() == 2
-    assert "has no content digest (made by an older ortdist); rebuilding it" in capsys.readouterr().err
+    assert ensure() == 3
+    err = capsys.readouterr().err
+    assert "differs from a fresh copy of the pinned source and patches (modified 1: src/a.cc); replacing it" in err
     assert (dest / "src" / "a.cc").read_text() == PATCHED
+    assert ensure() == 3
+    assert sorted(p.name for p in dest.parent.iterdir()) == [dest.name, treecheck.manifest_path(dest).name]
 
 
 def test_the_difference_names_the_first_paths() -> None:

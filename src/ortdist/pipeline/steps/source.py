@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import sources, treecheck
-from ...patches import prepare_tree, reuse_tree, source_exclude
+from ...patches import ensure_tree, prepare_tree, source_exclude
 from ...toolchains.debian_sysroot import require_host_tools
 from ..context import BuildContext
 from ..state import BuildState, Source
@@ -36,8 +36,10 @@ def run(ctx: BuildContext, state: BuildState) -> Source:
     # Keyed by source + patch digests, so a reused tree is exactly what this plan asks for, once its
     # content is verified against the manifest recorded at creation (a changed tree is re-made).
     # A local path can change under us: copy it afresh every run.
-    if src.kind == "path" or not reuse_tree(tree):
+    if src.kind == "path":
         prepare_tree(tree, fill, plan.patches)
+    else:
+        ensure_tree(tree, fill, plan.patches)
     for dep in plan.version.deps:
         target = ctx.layout.deps[dep.name].host
         if not (target.is_dir() and treecheck.reuse(target, f"{dep.name} source tree", source_exclude)):
