@@ -90,13 +90,16 @@ class DebianSysroot:
         its creation; one that differs is deleted, so the caller creates it again.
 
         Every regular file is sha256-hashed, on a thread per core. Measured on this project's 2-core
-        VM (cold = the tree's pages evicted first): the trixie build root, 41,076 files / 1.77 GB, in
-        12.5 s cold and 4.5 s warm; the clean root (6,284 files / 257 MB) in 1.5 s / 0.6 s. Under 1%
-        of a cold build and a few seconds of a warm one, so the full hash was kept over a cheaper
-        stat-based check (size, mtime, inode), which a copy restored from a CI cache would fail
-        wholesale and which a tool preserving times would pass. A root made before roots had a
-        manifest has its current content recorded once, with a warning: re-creating one costs a
-        debootstrap (minutes, the network), and its packages are what its stamp lists.
+        VM, shared (load 2-3; cold = the tree's pages evicted first): the trixie build root, 41,076
+        files / 1.77 GB, 6.4-12.5 s cold and 2.9-4.5 s warm; the clean root (6,284 files / 257 MB)
+        1.5 s / 0.6 s; the arm64 target root (24,364 files / 442 MB) 4.2 s / 1.4 s; a CPython
+        overlay (1,854 files / 114 MB) 0.4 s / 0.2 s. Under 1% of a cold build and a few seconds of
+        a warm one, so the full hash was kept over a cheaper stat-based check (size, mtime, inode),
+        which a copy restored from a CI cache would fail wholesale and which a tool that preserves
+        times would pass. A root several times larger (cuda12's) would be worth a stat fast path.
+        A root made before roots had a manifest has its current content recorded once, with a
+        warning: re-creating one costs a debootstrap (minutes, the network), and its packages are
+        what its stamp lists.
         """
         if not (final / STAMP).is_file():
             return False
