@@ -201,19 +201,11 @@ def verify(
     )
 
 
-def reuse(
-    tree: Path,
-    what: str,
-    exclude: Exclude = exclude_nothing,
-    *,
-    unrecorded: str = "rebuild",
-    ignore_new_empty_dirs: bool = False,
-) -> bool:
+def reuse(tree: Path, what: str, exclude: Exclude = exclude_nothing, *, ignore_new_empty_dirs: bool = False) -> bool:
     """Whether the existing ``tree`` may be reused: True when its content matches its manifest.
 
-    A tree that differs is deleted (with its manifest) and False returned, so the caller makes it
-    afresh from its verified inputs. A tree without a manifest is deleted too (``unrecorded =
-    "rebuild"``), or, with ``unrecorded = "record"``, its current content is recorded once, saying so.
+    A tree that differs, or has no manifest, is deleted (with its manifest) and False returned, so
+    the caller makes it afresh from its verified inputs.
     """
     verdict = verify(tree, exclude, ignore_new_empty_dirs=ignore_new_empty_dirs)
     if verdict.ok:
@@ -222,10 +214,6 @@ def reuse(
             f"verified {what} {tree.name}: {verdict.scan.files} files, {verdict.scan.bytes / 1e6:.0f} MB "
             f"in {verdict.scan.seconds:.1f} s"
         )
-        return True
-    if not verdict.recorded and unrecorded == "record":
-        log.warning(f"recording content digest of existing {what} {tree} (made before ortdist recorded one)")
-        record(tree, exclude)
         return True
     if verdict.recorded:
         log.warning(

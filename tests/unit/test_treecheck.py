@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import io
 import json
 import os
@@ -237,6 +238,33 @@ def test_a_root_made_before_manifests_is_recorded_once_then_verified(
     assert f"recording content digest of existing root {final}" in capsys.readouterr().err
     (final / "usr" / "bin" / "gcc").write_text("")
     assert not DebianSysroot(tc.spec).reuse_root(final)
+
+
+def _dpkg_sums(root: Path) -> None:
+    info = root / "var" / "lib" / "dpkg" / "info"
+    info.mkdir(parents=True)
+    sums = [f"{hashlib.md5((root / rel).read_bytes()).hexdigest()}  {rel}\n" for rel in ("usr/bin/gcc", "etc/passwd")]
+    (info / "gcc-14.md5sums").write_text("".join(sums))
+
+
+def test_a_root_made_before_manifests_is_checked_against_dpkg_first(
+    sysroot: tuple[DebianSysroot, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What dpkg installed is known without a manifest: a changed package file re-makes the root."""
+    tc, final = sysroot
+    _dpkg_sums(final)
+    treecheck.manifest_path(final).unlink()
+    assert DebianSysroot(tc.spec).reuse_root(final)
+    assert "its packaged files match dpkg's md5sums" in capsys.readouterr().err
+    treecheck.manifest_path(final).unlink()
+    (final / "usr" / "bin" / "gcc").write_text("evil")
+    (final / "etc" / "passwd").unlink()
+    assert not DebianSysroot(tc.spec).reuse_root(final)
+    assert not final.exists()
+    err = capsys.readouterr().err
+    assert (
+        "differs from what dpkg installed (2 file(s): usr/bin/gcc (modified), etc/passwd (missing)); rebuilding" in err
+    )
 
 
 def test_a_root_is_hashed_once_per_process(sysroot: tuple[DebianSysroot, Path]) -> None:

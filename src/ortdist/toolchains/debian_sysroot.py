@@ -7,6 +7,7 @@ mount namespace that the kernel tears down when the command exits, so an interru
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -49,6 +50,25 @@ ROOT_UNHASHED = frozenset({"proc", "sys", "dev", "tmp", "var/tmp", "root", "ortd
 
 def root_exclude(rel: str) -> bool:
     return rel in ROOT_UNHASHED
+
+
+def has_dpkg_sums(root: Path) -> bool:
+    return any((root / "var" / "lib" / "dpkg" / "info").glob("*.md5sums"))
+
+
+def dpkg_mismatches(root: Path) -> list[str]:
+    """Files of ``root``'s installed packages whose bytes differ from dpkg's md5sums (or are gone)."""
+    problems: list[str] = []
+    for sums in sorted((root / "var" / "lib" / "dpkg" / "info").glob("*.md5sums")):
+        for line in sums.read_text(encoding="utf-8", errors="replace").splitlines():
+            digest, _, rel = line.partition("  ")
+            try:
+                actual = hashlib.md5((root / rel).read_bytes(), usedforsecurity=False).hexdigest()
+            except OSError:
+                actual = "missing"
+            if actual != digest:
+                problems.append(f"{rel} ({'missing' if actual == 'missing' else 'modified'})")
+    return problems
 
 
 def require_host_tools(*tools: str) -> None:
@@ -97,15 +117,33 @@ class DebianSysroot:
         a warm one, so the full hash was kept over a cheaper stat-based check (size, mtime, inode),
         which a copy restored from a CI cache would fail wholesale and which a tool that preserves
         times would pass. A root several times larger (cuda12's) would be worth a stat fast path.
-        A root made before roots had a manifest has its current content recorded once, with a
-        warning: re-creating one costs a debootstrap (minutes, the network), and its packages are
-        what its stamp lists.
+        A root made before roots had a manifest is first checked against what dpkg recorded when it
+        installed the packages (``dpkg_mismatches``: every packaged file's md5, 3.6 s for the build
+        root): one that differs is made again, one that matches has its content recorded, with a
+        warning. Re-creating every such root unseen would cost a debootstrap each (minutes, the
+        network); recording it unchecked would vouch for whatever it holds now.
         """
         if not (final / STAMP).is_file():
             return False
         if final in self._verified:
             return True
-        if treecheck.reuse(final, "root", root_exclude, unrecorded="record", ignore_new_empty_dirs=True):
+        if not treecheck.manifest_path(final).is_file():
+            problems = dpkg_mismatches(final)
+            if problems:
+                status.warning(
+                    f"root {final} (made before ortdist recorded a digest) differs from what dpkg installed "
+                    f"({len(problems)} file(s): {', '.join(problems[:5])}); rebuilding it"
+                )
+                remove_tree(final)
+                return False
+            checked = "its packaged files match dpkg's md5sums" if has_dpkg_sums(final) else "no dpkg database"
+            status.warning(
+                f"recording content digest of existing root {final} (made before ortdist recorded one; {checked})"
+            )
+            treecheck.record(final, root_exclude)
+            self._verified.add(final)
+            return True
+        if treecheck.reuse(final, "root", root_exclude, ignore_new_empty_dirs=True):
             self._verified.add(final)
             return True
         return False
