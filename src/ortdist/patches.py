@@ -12,9 +12,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import registry, run
+from . import registry, run, treecheck
 from .errors import PatchError
 from .fsutil import remove_tree, sha256_file, temp_sibling_dir
+from .log import log
+
+MARKER = ".ortdist-patched"
 
 
 @dataclass(frozen=True)
@@ -127,17 +130,74 @@ def apply_series(patches: tuple[Patch, ...], tree: Path) -> None:
         apply(patch, tree)
 
 
+def _make(tree: Path, fill: Callable[[Path], None], patches: tuple[Patch, ...]) -> None:
+    fill(tree)
+    apply_series(patches, tree)
+    (tree / MARKER).write_text("".join(f"{p.name} {p.sha256}\n" for p in patches), encoding="utf-8")
+
+
 def prepare_tree(dest: Path, fill: Callable[[Path], None], patches: tuple[Patch, ...]) -> None:
     """Create ``dest`` as a patched copy: ``fill`` writes the pristine tree, then the series is applied.
 
     All of it happens in a temp sibling renamed into place at the end, so a patch that does not
-    apply (or an interrupted run) leaves neither ``dest`` nor a half-patched tree behind.
+    apply (or an interrupted run) leaves neither ``dest`` nor a half-patched tree behind. Its content
+    manifest is recorded before the rename, so every reuse can be verified (``reuse_tree``).
     """
     with temp_sibling_dir(dest) as tmp:
         tree = tmp / "tree"
-        fill(tree)
-        apply_series(patches, tree)
-        (tree / ".ortdist-patched").write_text("".join(f"{p.name} {p.sha256}\n" for p in patches), encoding="utf-8")
+        _make(tree, fill, patches)
+        treecheck.record(tree, source_exclude, manifest=treecheck.manifest_path(dest))
         if dest.exists():
             remove_tree(dest)
         tree.rename(dest)
+
+
+def source_exclude(rel: str) -> bool:
+    """Left out of a source tree's manifest: Python's bytecode caches. ORT's build imports its own
+    tools from the source tree (the flatbuffers and ORT-format helpers), which writes ``__pycache__``
+    beside them; Python re-validates each one against its ``.py``, which is verified."""
+    return rel.rpartition("/")[2] == "__pycache__"
+
+
+def reuse_tree(dest: Path) -> bool:
+    """Whether the patched tree ``dest`` may be reused: it exists and its content is what
+    ``prepare_tree`` recorded. A tree that differs, or one without a manifest, is deleted so the
+    caller re-creates it from the verified tarball and the patches."""
+    if not (dest / MARKER).is_file():
+        return False
+    return treecheck.reuse(dest, "patched source tree", source_exclude)
+
+
+def ensure_tree(dest: Path, fill: Callable[[Path], None], patches: tuple[Patch, ...]) -> None:
+    """``dest`` verified, or made afresh (``reuse_tree``, ``prepare_tree``).
+
+    A tree made before manifests were recorded is neither trusted nor thrown away unseen: a fresh
+    copy is made beside it and compared. When they are identical the existing tree is kept, with
+    its file times, and its digest recorded: the build tree stays up to date (a re-made tree has
+    new times on every patched file, so the build would re-run CMake and recompile what those
+    reach). Otherwise the fresh copy replaces it. A digest recorded without that comparison would
+    vouch for whatever the old tree holds now.
+    """
+    if (dest / MARKER).is_file() and not treecheck.manifest_path(dest).is_file():
+        with temp_sibling_dir(dest) as tmp:
+            fresh = tmp / "tree"
+            _make(fresh, fill, patches)
+            made = treecheck.scan(fresh, source_exclude)
+            difference = treecheck.compare(made.entries, treecheck.scan(dest, source_exclude).entries)
+            if not difference:
+                log.warning(
+                    f"recording content digest of existing patched source tree {dest} "
+                    "(made before ortdist recorded one; identical to a fresh copy from the pinned source and patches)"
+                )
+                treecheck.record(dest, source_exclude)
+                return
+            log.warning(
+                f"patched source tree {dest} (made before ortdist recorded a digest) differs from a fresh copy "
+                f"of the pinned source and patches ({difference.describe()}); replacing it"
+            )
+            treecheck.record(fresh, source_exclude, manifest=treecheck.manifest_path(dest))
+            remove_tree(dest)
+            fresh.rename(dest)
+            return
+    if not reuse_tree(dest):
+        prepare_tree(dest, fill, patches)

@@ -7,6 +7,7 @@ directory that is renamed into place when complete.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,12 +128,87 @@ def fetch(pin: Pinned, downloads: Path) -> Path:
     return final
 
 
+# tarfile's extraction filters arrived in 3.11.4 (and 3.12); Debian 12's own python3 is 3.11.2.
+HAS_TAR_FILTER = hasattr(tarfile, "data_filter")
+
+
+def _outside(path: Path, dest: str) -> bool:
+    return os.path.commonpath([os.path.realpath(path), dest]) != dest
+
+
+def checked_member(member: tarfile.TarInfo, dest: Path, archive: str) -> tarfile.TarInfo:
+    """``member`` as it may be extracted into ``dest``, or a SourceError naming the archive and the
+    member. The checks of tarfile's "data" filter, made here so Python 3.11.0-3.11.3 (no filters)
+    extracts as safely as newer ones, plus one more: an absolute name is refused, not made
+    relative. Called right before each member is extracted, so a symlink an earlier member made
+    is resolved as it is on disk (a check of all names up front can be fooled by a link chain).
+    Returns a copy with setuid/setgid/sticky and group/other write bits cleared and the
+    extracting user as owner, as the "data" filter does."""
+
+    def refuse(reason: str) -> SourceError:
+        return SourceError(
+            f"refusing member {member.name!r} of {archive}: {reason}",
+            where=archive,
+            fix="this is not a plain source archive: check where the file and its pinned sha256 come from; "
+            "nothing was extracted into the cache",
+        )
+
+    root = os.path.realpath(dest)
+    name = member.name
+    if name.startswith("/") or Path(name).is_absolute():
+        raise refuse("absolute path")
+    if _outside(Path(root, name), root):
+        raise refuse("its path leads outside the destination")
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        raise refuse("not a regular file, directory or link (a device, fifo or other special file)")
+    if member.issym() or member.islnk():
+        if Path(member.linkname).is_absolute():
+            raise refuse(f"link to the absolute path {member.linkname!r}")
+        base = Path(root, name).parent if member.issym() else Path(root)
+        if _outside(base / member.linkname, root):
+            raise refuse(f"link to {member.linkname!r}, outside the destination")
+    safe = copy.copy(member)
+    if member.isreg() or member.islnk():
+        mode = member.mode & 0o755
+        safe.mode = (mode if mode & 0o100 else mode & ~0o111) | 0o600
+    elif member.isdir():
+        safe.mode = 0o755
+    safe.uid, safe.gid, safe.uname, safe.gname = os.geteuid(), os.getegid(), "", ""
+    return safe
+
+
+def extract_all(
+    tar: tarfile.TarFile, dest: Path, archive: str, members: Iterable[tarfile.TarInfo] | None = None
+) -> None:
+    """Extract every member of ``tar`` (or ``members``) into ``dest``, each one checked first
+    (``checked_member``); with tarfile's own "data" filter too where Python has it."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for member in tar if members is None else members:
+        safe = checked_member(member, dest, archive)
+        if HAS_TAR_FILTER:
+            try:
+                tar.extract(member, dest, filter="data")
+            except tarfile.FilterError as exc:
+                raise checked_error(archive, exc) from exc
+        else:
+            tar.extract(safe, dest)
+
+
+def checked_error(archive: str, exc: tarfile.TarError) -> SourceError:
+    member = getattr(exc, "tarinfo", None)
+    return SourceError(
+        f"refusing member {getattr(member, 'name', '?')!r} of {archive}: {exc}",
+        where=archive,
+        fix="this is not a plain source archive: check where the file and its pinned sha256 come from",
+    )
+
+
 def unpack(archive: Path, dest: Path) -> None:
     """Unpack a tarball whose members share one top directory into ``dest`` (all or nothing)."""
     with temp_sibling_dir(dest) as tmp:
         try:
             with tarfile.open(archive) as tar:
-                tar.extractall(tmp, filter="data")
+                extract_all(tar, tmp, archive.name)
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise SourceError(
                 f"cannot unpack {archive.name}: {exc}",

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ortdist import sources
 from ortdist.paths import Cache
 from ortdist.smoke.models import BUILDERS, tolerances
 from ortdist.toolchains import Bind, load_toolchain, make_toolchain
@@ -100,7 +101,7 @@ def test_a_c_program_of_ours_links_the_archive_alone(slim: tuple[Path, dict[str,
     prefix = spec.tool_prefix(triple)
     work = tmp_path / "work"
     with tarfile.open(artifact(out, manifest, "static-library")) as tar:
-        tar.extractall(work, filter="data")
+        sources.extract_all(tar, work, "static-library")
     (top,) = work.iterdir()
     top.rename(work / "ort")
     shutil.copyfile(PROJECT / "src" / "ortdist" / "data" / "c_smoke" / "ort_smoke.c", work / "prog.c")
@@ -162,7 +163,7 @@ def test_aarch64_slim_library_is_under_the_upstream_empty_baseline(
     assert manifest["target"].startswith("aarch64")
     with tarfile.open(artifact(out, manifest, "c-library")) as tar:
         (member,) = [m for m in tar.getmembers() if m.isfile() and m.name.endswith("/lib/libonnxruntime.so.1.21.0")]
-        tar.extract(member, tmp_path, filter="data")
+        sources.extract_all(tar, tmp_path, "c-library", members=[member])
     library = tmp_path / member.name
     sections = subprocess.run(["readelf", "-SW", str(library)], text=True, capture_output=True, check=True).stdout
     assert "AArch64" in subprocess.run(["readelf", "-h", str(library)], text=True, capture_output=True).stdout

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
 
-from ortdist.bench.run import markdown, max_output_diff, release_cost
+from ortdist.bench.run import ONE_FILE, Bench, markdown, max_output_diff, release_cost
+from ortdist.patches import prepare_tree, reuse_tree
+from ortdist.paths import Cache
 
 
 def test_markdown_puts_each_figure_beside_its_reference_with_the_ratio() -> None:
@@ -61,3 +64,23 @@ def test_release_cost_takes_only_the_other_versions_steps_out_of_the_cold_build(
     assert "| 3-Python release, cold (vs build.py once per Python, compile only) | 1000.0 s | 2700.0 s |" in table
     single = {"ours_cold_s": 500.0, "buildpy_cold_s": 450.0, "ours_cold_python_versions": {}}
     assert release_cost(single) is None and "Python release" not in markdown({"build": single})
+
+
+def test_the_one_file_change_is_declared_so_the_build_keeps_the_changed_tree(tmp_path: Path, project: Path) -> None:
+    """The benchmark changes one source file on purpose: the build must compile that tree, not re-make it."""
+    for name in ("recipes", "toolchains", "patches"):
+        shutil.copytree(project / name, tmp_path / "project" / name)
+    bench = Bench(tmp_path / "project", "cpu-linux", 1, cache=Cache(tmp_path / "cache"))
+    tree = bench.layout.source.host
+
+    def fill(dest: Path) -> None:
+        (dest / ONE_FILE).parent.mkdir(parents=True)
+        (dest / ONE_FILE).write_text("int x;\n")
+
+    prepare_tree(tree, fill, ())
+    bench.work.mkdir(parents=True)  # measure_build makes it
+    undo = bench.touch_one_file()
+    assert (tree / ONE_FILE).read_text().startswith("int x;\n\n// ortdist bench")
+    assert reuse_tree(tree)
+    undo()
+    assert (tree / ONE_FILE).read_text() == "int x;\n" and reuse_tree(tree)

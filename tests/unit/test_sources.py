@@ -3,6 +3,8 @@ from __future__ import annotations
 import hashlib
 import http.server
 import io
+import os
+import sys
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -140,3 +142,80 @@ def test_pypi_sdist_url_from_simple_index(served: tuple[str, Path], monkeypatch:
 def test_path_source_must_look_like_ort(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="not an ONNX Runtime source tree"):
         sources.copy_tree(tmp_path, tmp_path / "copy")
+
+
+def _member(
+    name: str, kind: bytes = tarfile.REGTYPE, link: str = "", data: bytes = b"x"
+) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    info.size = len(data) if kind == tarfile.REGTYPE else 0
+    info.mode = 0o644
+    return info, data
+
+
+MALICIOUS = {
+    "absolute path": ([_member("/tmp/ortdist-evil.txt")], "'/tmp/ortdist-evil.txt'", "absolute path"),
+    "dot-dot escape": ([_member("pkg/../../escape.txt")], "'pkg/../../escape.txt'", "leads outside"),
+    "symlink escape": ([_member("pkg/link", tarfile.SYMTYPE, "../../outside")], "'pkg/link'", "outside the dest"),
+    "absolute symlink": ([_member("pkg/etc", tarfile.SYMTYPE, "/etc")], "'pkg/etc'", "absolute path '/etc'"),
+    "hardlink escape": ([_member("pkg/pw", tarfile.LNKTYPE, "../etc/passwd")], "'pkg/pw'", "outside the dest"),
+    "device file": ([_member("pkg/sda", tarfile.BLKTYPE)], "'pkg/sda'", "special file"),
+    "fifo": ([_member("pkg/fifo", tarfile.FIFOTYPE)], "'pkg/fifo'", "special file"),
+    # Inside by its text (x, d2, d1 cancel three '..'), outside once x, a link to '.', is resolved:
+    # only a check made as each member is extracted sees it.
+    "symlink chain": (
+        [
+            _member("pkg/d1/d2", tarfile.DIRTYPE),
+            _member("pkg/d1/d2/x", tarfile.SYMTYPE, "."),
+            _member("pkg/a", tarfile.SYMTYPE, "d1/d2/x/../../../.."),
+        ],
+        "'pkg/a'",
+        "outside the dest",
+    ),
+}
+
+
+@pytest.fixture(params=["fallback", "filter"])
+def extraction(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of extracting: ortdist's own checks alone (Python < 3.11.4), and with tarfile's filter."""
+    if request.param == "filter" and not sources.HAS_TAR_FILTER:
+        pytest.skip(f"this Python ({sys.version.split()[0]}) has no tarfile filters")
+    monkeypatch.setattr(sources, "HAS_TAR_FILTER", request.param == "filter")
+    return str(request.param)
+
+
+@pytest.mark.parametrize("case", sorted(MALICIOUS))
+def test_malicious_members_are_refused_naming_archive_and_member(tmp_path: Path, case: str, extraction: str) -> None:
+    members, named, reason = MALICIOUS[case]
+    archive = tmp_path / "evil.tar"
+    with tarfile.open(archive, "w") as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    dest = tmp_path / "out" / "tree"
+    with pytest.raises(SourceError) as err:
+        sources.unpack(archive, dest)
+    assert f"refusing member {named} of evil.tar: " in str(err.value) and reason in str(err.value)
+    assert err.value.where == "evil.tar"
+    assert list((tmp_path / "out").iterdir()) == []  # nothing kept, nothing outside
+    assert not (tmp_path / "escape.txt").exists() and not Path("/tmp/ortdist-evil.txt").exists()
+
+
+def test_modes_are_made_safe_and_links_inside_kept(tmp_path: Path, extraction: str) -> None:
+    archive = tmp_path / "ok.tar"
+    setuid, _ = _member("pkg/bin/tool")
+    setuid.mode = 0o6777
+    plain, _ = _member("pkg/data.txt")
+    plain.mode = 0o666
+    with tarfile.open(archive, "w") as tar:
+        tar.addfile(setuid, io.BytesIO(b"x"))
+        tar.addfile(plain, io.BytesIO(b"x"))
+        tar.addfile(_member("pkg/bin/alias", tarfile.SYMTYPE, "tool")[0])
+        tar.addfile(_member("pkg/hard", tarfile.LNKTYPE, "pkg/data.txt")[0])
+    dest = tmp_path / "tree"
+    sources.unpack(archive, dest)
+    assert (dest / "bin" / "tool").stat().st_mode & 0o7777 == 0o755
+    assert (dest / "data.txt").stat().st_mode & 0o7777 == 0o644
+    assert (dest / "bin" / "alias").readlink() == Path("tool")
+    assert (dest / "hard").read_text() == "x"
+    assert (dest / "bin" / "tool").stat().st_uid == os.geteuid()

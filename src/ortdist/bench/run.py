@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import run
+from .. import run, treecheck
 from ..errors import BuildError, CheckError
 from ..fsutil import atomic_write_text, remove_tree
 from ..log import log
+from ..patches import source_exclude
 from ..paths import IN_ROOT, IN_ROOT_BUILD, IN_ROOT_SOURCE, IN_ROOT_WORK, Cache
 from ..pipeline import Layout, Roots
 from ..project import plan_for
@@ -137,13 +138,20 @@ class Bench:
         original = src.read_bytes()
         saved.write_bytes(original)
         src.write_bytes(original + b"\n// ortdist bench: one-file-change rebuild\n")
+        self.declare_source_change()
         return self.restore_one_file
 
     def restore_one_file(self) -> None:
         saved = self.work / "one-file.orig"
         if saved.is_file():
             (self.layout.source.host / ONE_FILE).write_bytes(saved.read_bytes())
+            self.declare_source_change()
             saved.unlink()
+
+    def declare_source_change(self) -> None:
+        """Record the cached source tree's content as it now is: a build verifies that tree against
+        its manifest and would otherwise re-make it, measuring a fresh tree, not one changed file."""
+        treecheck.record(self.layout.source.host, source_exclude)
 
     def measure_build(self) -> dict[str, Any]:
         for d in ("buildpy", "ours-dist", "cold-ccache-ours", "cold-ccache-buildpy"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ortdist import patches, sources
+from ortdist import patches, sources, treecheck
 from ortdist.errors import PatchError
 from ortdist.patches import Patch
 from ortdist.pipeline.steps import source
@@ -108,7 +108,8 @@ def test_a_local_tree_is_copied_afresh_every_run(
     recipe.write_text(text + '\n[source]\nkind = "path"\npath = "../ort-checkout"\n')
     env = make_env(str(recipe))
     fake = FakeSources(monkeypatch, env.ctx.cache.downloads)
-    (env.layout.deps["onnx"].host).mkdir(parents=True)  # already unpacked: nothing to fetch
+    (env.layout.deps["onnx"].host).mkdir(parents=True)  # already unpacked and recorded: nothing to fetch
+    treecheck.record(env.layout.deps["onnx"].host)
     out = source.run(env.ctx, env.state)
     assert fake.fetched == []
     assert out.record == {"kind": "path", "url": "", "tag": "", "path": "../ort-checkout", "sha256": ""}
@@ -117,3 +118,22 @@ def test_a_local_tree_is_copied_afresh_every_run(
     source.run(env.ctx, env.state)
     assert (env.layout.source.host / "cmake" / "CMakeLists.txt").read_text() == "v2"
     assert len(fake.patched) == 2
+
+
+def test_a_tampered_tree_is_made_again_by_the_step(make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step verifies both cached trees it would reuse: the patched source and the dependency's."""
+    env = make_env("cpu-linux")
+    fake = FakeSources(monkeypatch, env.ctx.cache.downloads)
+    source.run(env.ctx, env.state)
+    (env.layout.source.host / "CMakeLists.txt").write_text("")
+    (env.layout.deps["onnx"].host / "CMakeLists.txt").write_text("tampered")
+    fake.unpacked.clear()
+    source.run(env.ctx, env.state)
+    assert [name for name, _ in fake.unpacked] == [
+        env.plan.version.source.orig_tarball,
+        env.plan.version.deps[0].filename,
+    ]
+    assert (env.layout.source.host / "CMakeLists.txt").read_text() == env.plan.version.source.orig_tarball
+    fake.unpacked.clear()
+    source.run(env.ctx, env.state)
+    assert fake.unpacked == []

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ... import sources
-from ...patches import prepare_tree
+from ... import sources, treecheck
+from ...patches import ensure_tree, prepare_tree, source_exclude
 from ...toolchains.debian_sysroot import require_host_tools
 from ..context import BuildContext
 from ..state import BuildState, Source
@@ -33,12 +33,16 @@ def run(ctx: BuildContext, state: BuildState) -> Source:
     if plan.patches:
         require_host_tools("patch")
     tree = ctx.layout.source.host
-    # Keyed by source + patch digests, so a reused tree is exactly what this plan asks for.
+    # Keyed by source + patch digests, so a reused tree is exactly what this plan asks for, once its
+    # content is verified against the manifest recorded at creation (a changed tree is re-made).
     # A local path can change under us: copy it afresh every run.
-    if not (tree / ".ortdist-patched").is_file() or src.kind == "path":
+    if src.kind == "path":
         prepare_tree(tree, fill, plan.patches)
+    else:
+        ensure_tree(tree, fill, plan.patches)
     for dep in plan.version.deps:
         target = ctx.layout.deps[dep.name].host
-        if not target.is_dir():
+        if not (target.is_dir() and treecheck.reuse(target, f"{dep.name} source tree", source_exclude)):
             sources.unpack(sources.fetch(sources.sdist(dep), ctx.cache.downloads), target)
+            treecheck.record(target, source_exclude)
     return Source(record=record, patches=tuple({"name": p.name, "sha256": p.sha256} for p in plan.patches))
