@@ -7,13 +7,14 @@ mount namespace that the kernel tears down when the command exits, so an interru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import shutil
 import sys
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -293,9 +294,7 @@ class DebianSysroot:
         arch = cross.dpkg_arch
         packages = cross.clean_packages if clean else cross.packages
         status.info(f"creating target sysroot {final.name} ({arch}, {len(packages)} packages)")
-        with temp_sibling_dir(final) as tmp:
-            state = tmp.parent / f".{final.name}.apt-state"
-            remove_tree(state)
+        with temp_sibling_dir(final) as tmp, apt_state_dir(final) as state:
             (state / "lists" / "partial").mkdir(parents=True)
             (state / "cache" / "archives" / "partial").mkdir(parents=True)
             (state / "status").write_text("")
@@ -345,7 +344,6 @@ class DebianSysroot:
                 "installed": versions,
             }
             (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            remove_tree(state)
             tmp.rename(final)
         return final
 
@@ -365,9 +363,7 @@ class DebianSysroot:
             return final
         facts = self.spec.extra_python[version]
         status.info(f"unpacking CPython {version} from Debian {facts.suite} into {final.name}")
-        with temp_sibling_dir(final) as tmp:
-            state = tmp.parent / f".{final.name}.apt-state"
-            remove_tree(state)
+        with temp_sibling_dir(final) as tmp, apt_state_dir(final) as state:
             for sub in ("lists/partial", "cache/archives/partial", "parts", "debs"):
                 (state / sub).mkdir(parents=True)
             (state / "status").write_text("")
@@ -413,7 +409,6 @@ class DebianSysroot:
             info = {"toolchain": self.spec.name, "python": version, "suite": facts.suite, "installed": versions}
             info["numpy"] = facts.numpy
             (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            remove_tree(state)
             tmp.rename(final)
         return final
 
@@ -431,6 +426,18 @@ class DebianSysroot:
                 if ".so" in name:
                     owners.setdefault(name, package)
         return owners
+
+
+@contextlib.contextmanager
+def apt_state_dir(final: Path) -> Iterator[Path]:
+    """A private apt database beside ``final`` while it is made, gone afterwards whether the making
+    succeeded, failed or was interrupted (a rerun after kill -9 removes it as a stale temp)."""
+    state = final.parent / f".{final.name}.apt-state"
+    remove_tree(state)
+    try:
+        yield state
+    finally:
+        remove_tree(state)
 
 
 # Bumped when the way a target sysroot is laid out changes, so cached ones are re-made.
