@@ -68,7 +68,7 @@ def running(cmd: Command, **popen: Any) -> Iterator[subprocess.Popen[Any]]:
     try:
         with children.signals_deferred():  # started and recorded, or not started at all
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, **popen)
-            children.started(proc.pid, shlex.join(argv))
+            children.started(proc.pid, format_command(cmd)[2:])  # a command in a root as run there
         yield proc
         proc.wait()
     except BaseException:
