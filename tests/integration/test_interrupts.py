@@ -93,6 +93,7 @@ class Run:
             start_new_session=True,  # ortdist leads its own foreground-like group, as in a terminal
         )
         self.started = time.monotonic()
+        STARTED.append(self)
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._watch, daemon=True).start()
 
@@ -148,12 +149,26 @@ class Run:
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        for pid in self.seen:
+        for pid in [pid for pid in self.seen if alive(pid)]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
 
     def leftovers(self) -> list[str]:
         return [f"{pid} ({name})" for pid, name in self.seen.items() if alive(pid)]
+
+
+STARTED: list[Run] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_run_outlives_its_test() -> Iterator[None]:
+    """A failed assertion must not leave an ortdist (and its debootstrap) running on."""
+    yield
+    while STARTED:
+        run = STARTED.pop()
+        if run.proc.poll() is None or run.leftovers():
+            run.kill()
+            run.proc.wait()
 
 
 def stale_entries(cache: Path) -> list[Path]:
@@ -333,7 +348,8 @@ def test_kill_9_during_debootstrap_then_a_rerun_ends_the_orphan(tmp_path: Path, 
         assert stale_root.is_dir()
     with timed(times, "rerun ends the orphans"):
         rerun = Run(cache, recipe, {})
-        rerun.wait_until("the orphan ended", lambda: "left running by an earlier ortdist that was killed" in rerun.text)
+        rerun.wait_until("the first step", lambda: "ortdist: == toolchain ==" in rerun.text)  # the lock's cleanup ran
+        assert "left running by an earlier ortdist that was killed" in rerun.text
         assert not [pid for pid in orphans if alive(pid)]
         assert not stale_root.exists()
         rerun.wait_until("its own debootstrap", lambda: rerun.running("debootstrap"), timeout=300)
