@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import __version__, pipeline, registry, sources
+from . import __version__, children, pipeline, registry, sources
 from .compiler_cache import CACHES
 from .errors import OrtdistError, PatchError
 from .fsutil import atomic_write_text
@@ -382,14 +382,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     log.configure(verbosity=VERBOSE if args.verbose else QUIET if args.quiet else NORMAL)
     try:
-        code: int = args.func(args)
+        with children.signals_handled():  # SIGTERM/SIGHUP unwind (and clean up) like Ctrl-C
+            code: int = args.func(args)
         return code
     except OrtdistError as exc:
         log.error(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt:
-        log.error("interrupted; rerun the same command to resume")
-        return 130
+    except KeyboardInterrupt as exc:  # children.Terminated too: the child groups are gone by now
+        log.error(f"interrupted ({children.signal_name(exc)}); rerun the same command to resume")
+        return children.exit_code(exc)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,16 @@ def check_removable(path: Path) -> Path:
     )
 
 
+def unmount_below(path: Path) -> list[str]:
+    """Lazily unmount everything mounted at or below ``path``, deepest first, and nothing else
+    (what a killed debootstrap mounted in its target); returns what is still mounted there."""
+    from . import run  # run -> children -> (nothing of ours): no cycle, but keep fsutil light to import
+
+    for point in sorted(mounts_under(path), key=lambda p: p.count("/"), reverse=True):
+        run.capture(["umount", "--lazy", point], check=False)
+    return mounts_under(path)
+
+
 def remove_tree(path: Path) -> None:
     """Delete a file or tree that ortdist made; every removal goes through here (see check_removable)."""
     path = check_removable(path)

@@ -1,7 +1,7 @@
 """Fetch, verify and unpack sources: Debian orig tarballs, PyPI sdists, git tags, local trees.
 
 A download is written to ``<name>.part`` and only renamed into the cache once its sha256
-matches the pin; a mismatch deletes it and extracts nothing. Unpacking goes to a temp sibling
+matches the pin; a mismatch, an error or an interrupt deletes it and extracts nothing. Unpacking goes to a temp sibling
 directory that is renamed into place when complete.
 """
 
@@ -110,21 +110,19 @@ def fetch(pin: Pinned, downloads: Path) -> Path:
     part = Path(part_name)
     log.info(f"fetching {pin.url}")
     try:
-        with urllib.request.urlopen(pin.url, timeout=120) as resp, part.open("wb") as out:
-            shutil.copyfileobj(resp, out, 1 << 20)
-    except (urllib.error.URLError, OSError) as exc:
-        part.unlink(missing_ok=True)
-        raise SourceError(
-            f"download failed: {exc}",
-            where=pin.url,
-            fix="check the network, or set ORTDIST_DEBIAN_MIRROR / ORTDIST_PYPI_SIMPLE",
-        ) from exc
-    try:
+        try:
+            with urllib.request.urlopen(pin.url, timeout=120) as resp, part.open("wb") as out:
+                shutil.copyfileobj(resp, out, 1 << 20)
+        except (urllib.error.URLError, OSError) as exc:
+            raise SourceError(
+                f"download failed: {exc}",
+                where=pin.url,
+                fix="check the network, or set ORTDIST_DEBIAN_MIRROR / ORTDIST_PYPI_SIMPLE",
+            ) from exc
         verify(part, pin)
-    except SourceError:
-        part.unlink(missing_ok=True)
-        raise
-    part.rename(final)
+        part.rename(final)
+    finally:
+        part.unlink(missing_ok=True)  # a failed, mismatched or interrupted (Ctrl-C, SIGTERM) download
     return final
 
 

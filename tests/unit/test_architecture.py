@@ -78,3 +78,19 @@ def test_nothing_below_the_cli_imports_it(low: str) -> None:
     assert "ortdist.cli" not in graph[low]
     importers = {name for name, deps in graph.items() if "ortdist.cli" in deps}
     assert importers <= {"ortdist.__main__"}
+
+
+def test_only_the_one_door_starts_subprocesses() -> None:
+    """run.py puts every child in a process group of its own and ends the group on an interrupt;
+    a subprocess started elsewhere would outlive Ctrl-C (issue #16)."""
+    starters = {
+        module_name(path)
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and any(
+            name == "subprocess" or name.startswith("subprocess.")
+            for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+        )
+    }
+    assert starters == {"ortdist.run"}

@@ -17,7 +17,6 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 import zipfile
@@ -86,14 +85,8 @@ class Bench:
         env = {**os.environ, **({"ORTDIST_COMPILER_CACHE_DIR": str(cold_cache)} if cold_cache else {})}
         dist = self.work / "ours-dist"
         start = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-m", "ortdist", "build", self.recipe, "--dist", str(dist), "-j", str(self.jobs), *extra],
-            cwd=self.project,
-            env=env,
-            text=True,
-            capture_output=True,
-            check=False,
-        )
+        argv = [sys.executable, "-m", "ortdist", "build", self.recipe, "--dist", str(dist), "-j", str(self.jobs)]
+        proc = run.capture([*argv, *extra], cwd=self.project, env=env, check=False)
         seconds = time.monotonic() - start
         with (self.out / "ours-build.log").open("a", encoding="utf-8") as log:
             log.write(proc.stderr)

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
+import os
+import shlex
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from ..errors import BuildError
-from ..fsutil import remove_tree
+from .. import children
+from ..errors import BuildError, OrtdistError
+from ..fsutil import remove_tree, unmount_below
 from ..log import log
 from ..paths import Cache
 from .context import BuildContext
@@ -60,24 +65,106 @@ STEPS: Mapping[str, Step] = {
 
 @contextlib.contextmanager
 def build_lock(cache: Cache, purpose: str = "a build") -> Iterator[None]:
-    """One ORT build at a time per cache: a second ortdist waits instead of halving both."""
+    """One ORT build at a time per cache: a second ortdist waits instead of halving both.
+
+    The holder writes who it is into the lock file, so a waiter says what it waits for. Once
+    the lock is ours, whatever a killed earlier holder left is cleared first: its process groups
+    that still run (orphans of ``kill -9``), then its temp trees and partial downloads."""
     cache.root.mkdir(parents=True, exist_ok=True)
-    with (cache.root / "build.lock").open("w") as fh:
+    path = cache.root / LOCK
+    # Not "w": truncating before the lock is ours would erase the holder's record a waiter reads.
+    with path.open("a+", encoding="utf-8") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log.info(f"another build holds the cache lock ({cache.root}); {purpose} waits for it to finish")
+            log.info(f"waiting for the cache lock ({cache.root}) held by {lock_holder(path)}; {purpose} starts then")
             fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
+        fh.seek(0)
+        fh.truncate()
+        holder = {"pid": os.getpid(), "purpose": purpose, "started": time.time(), "command": shlex.join(sys.argv)}
+        fh.write(json.dumps(holder) + "\n")
+        fh.flush()
+        try:
+            ledger = children.Ledger(cache.root / CHILDREN)
+            clear_leftovers(cache, ledger)
+            with children.recording(ledger):
+                yield
+        finally:
+            fh.seek(0)
+            fh.truncate()
+
+
+LOCK = "build.lock"
+CHILDREN = "children.json"  # the process groups the lock's holder has running (see children.Ledger)
+
+
+def lock_holder(path: Path) -> str:
+    """'pid N (building cpu-linux since 22:40: ortdist build cpu-linux)', from the lock file."""
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+        since = time.strftime("%H:%M", time.localtime(float(holder["started"])))
+        return f"pid {int(holder['pid'])} ({holder['purpose']} since {since}: {holder['command']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another ortdist"  # one that does not say (an older version), or is just starting
+
+
+def clear_leftovers(cache: Cache, ledger: children.Ledger) -> None:
+    """What a killed run left: first its still-running process groups (they may still write into
+    the temp trees), then the temp trees and partial downloads in every cache directory."""
+    for group in children.end_orphans(ledger):
+        log.info(f"ended pid {group.pgid}, left running by an earlier ortdist that was killed: {group.command[:100]}")
+    for directory in stale_dirs(cache):
+        remove_stale_temps(directory)
+
+
+def stale_dirs(cache: Cache) -> list[Path]:
+    """Every cache directory a temp tree, an ``.old-`` tree or a ``.part`` file is made in."""
+
+    def subdirs(path: Path) -> list[Path]:
+        try:
+            return sorted(p for p in path.iterdir() if p.is_dir() and not p.is_symlink())
+        except OSError:
+            return []
+
+    root = cache.root
+    fixed = [root, cache.downloads, cache.downloads / "ep-wheels", cache.sources, cache.sysroots, root / "tools"]
+    fixed += [root / "smoke", *subdirs(root / "wheelhouse")]
+    recipes = subdirs(root / "work")
+    return [*fixed, *recipes, *(r / "work" for r in recipes), *(d for r in recipes for d in subdirs(r / "work"))]
+
+
+def is_stale(name: str) -> bool:
+    """Names only a run in progress uses: temp siblings, replaced trees, downloads, apt state."""
+    marks = ".tmp-" in name or ".old-" in name or name.endswith((".part", ".apt-state"))
+    return name.startswith(".") and marks
 
 
 def remove_stale_temps(directory: Path) -> None:
-    """Temp dirs of a killed run (we hold the lock, so nobody else is writing them)."""
-    if directory.is_dir():
-        for entry in directory.iterdir():
-            stale = ".tmp-" in entry.name or ".old-" in entry.name or entry.name.endswith(".part")
-            if entry.name.startswith(".") and stale:
+    """Temp trees and files of a killed run (we hold the lock, so nobody else is writing them):
+    anything mounted below a tree is unmounted first; what cannot be removed is an error naming it."""
+    try:
+        entries = sorted(e for e in directory.iterdir() if is_stale(e.name))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise OrtdistError(
+            f"cannot list {directory} to remove what an interrupted run left there: {exc.strerror}",
+            where=str(directory),
+            fix="check its owner and permissions (ortdist runs as root for the debian-sysroot toolchain)",
+        ) from exc
+    for entry in entries:
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                unmount_below(entry)
                 remove_tree(entry)
+            else:
+                entry.unlink(missing_ok=True)
+        except OSError as exc:
+            raise OrtdistError(
+                f"cannot remove {entry}, left by an interrupted run: {exc.strerror or exc}",
+                where=str(entry),
+                fix=f"remove it by hand (as the user that ran ortdist): rm -rf {shlex.quote(str(entry))}",
+            ) from exc
 
 
 def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, Step] = STEPS) -> BuildState:
@@ -98,7 +185,7 @@ def build(ctx: BuildContext) -> BuildState:
     ctx.layout.logs.mkdir(parents=True, exist_ok=True)
     state = BuildState()
     with build_lock(ctx.cache, f"building {ctx.plan.recipe.name}"):
-        for directory in (ctx.cache.sources, ctx.cache.sysroots, ctx.layout.dist):
+        for directory in (ctx.layout.dist, *(d for d in sorted(ctx.layout.dist.glob("*")) if d.is_dir())):
             remove_stale_temps(directory)
         if ctx.fresh:
             log.info(f"--fresh: discarding {ctx.layout.recipe_work}")

@@ -156,7 +156,6 @@ def host_onnxruntime_version() -> str | None:
 
 def convert_on_host(onnx_models: Sequence[Path], dest: Path, *, level: str, target_arch: str) -> list[Path]:
     """The same conversion with the onnxruntime installed beside ortdist (the caller checks its version)."""
-    import subprocess
     import sys
     import tempfile
 
@@ -167,12 +166,7 @@ def convert_on_host(onnx_models: Sequence[Path], dest: Path, *, level: str, targ
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "convert.py"
         script.write_text(CONVERT_SCRIPT, encoding="utf-8")
-        proc = subprocess.run(
-            [*FIXED_ADDRESSES, sys.executable, str(script), level, target_arch, *pairs],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        proc = run.capture([*FIXED_ADDRESSES, sys.executable, str(script), level, target_arch, *pairs], check=False)
     try:
         failures = json.loads(proc.stdout.strip().splitlines()[-1])["failures"] if proc.stdout.strip() else {}
     except (ValueError, KeyError, IndexError):

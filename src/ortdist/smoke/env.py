@@ -9,7 +9,6 @@ import os
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +38,7 @@ def host_python(version: str) -> str | None:
     found = shutil.which(f"python{version}")
     if found is None:
         return None
-    probe = subprocess.run(
-        [found, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    probe = run.capture([found, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"], check=False)
     return found if probe.returncode == 0 and probe.stdout.strip() == version else None
 
 
@@ -153,9 +147,7 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
         def shell(script: str) -> int:
             log.write(f"+ {script}\n")
             log.flush()
-            return subprocess.run(
-                ["/bin/sh", "-c", script], stdout=log, stderr=subprocess.STDOUT, env=env, check=False
-            ).returncode
+            return run.returncode(["/bin/sh", "-c", script], log=log, env=env)
     else:
         overlay: Path | None = None
         with (cache.root / "smoke-root.log").open("w", encoding="utf-8") as root_log:

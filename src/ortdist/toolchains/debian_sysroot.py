@@ -7,6 +7,7 @@ mount namespace that the kernel tears down when the command exits, so an interru
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -14,7 +15,7 @@ import shlex
 import shutil
 import sys
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -385,9 +386,7 @@ class DebianSysroot:
         arch = cross.dpkg_arch
         packages = cross.clean_packages if clean else cross.packages
         status.info(f"creating target sysroot {final.name} ({arch}, {len(packages)} packages)")
-        with temp_sibling_dir(final) as tmp:
-            state = tmp.parent / f".{final.name}.apt-state"
-            remove_tree(state)
+        with temp_sibling_dir(final) as tmp, apt_state_dir(final) as state:
             (state / "lists" / "partial").mkdir(parents=True)
             (state / "cache" / "archives" / "partial").mkdir(parents=True)
             (state / "status").write_text("")
@@ -437,7 +436,6 @@ class DebianSysroot:
                 "installed": versions,
             }
             (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            remove_tree(state)
             self._finish_root(tmp, final)
         return final
 
@@ -486,29 +484,27 @@ class DebianSysroot:
         packages; they are unpacked (files only) into ``tmp``. Returns package -> version."""
         facts = self.spec.extra_python[version]
         status.info(f"unpacking CPython {version} from Debian {facts.suite}")
-        state = tmp.parent / f".{tmp.name}.apt-state"
-        remove_tree(state)
-        for sub in ("lists/partial", "cache/archives/partial", "parts", "debs"):
-            (state / sub).mkdir(parents=True)
-        (state / "status").write_text("")
-        (state / "sources.list").write_text(f"deb {self.spec.mirror} {facts.suite} main\n")
-        apt_state = Path("/ortdist/apt-state")
-        options = [
-            f"-oDir::Etc::SourceList={apt_state}/sources.list",
-            f"-oDir::Etc::SourceParts={apt_state}/parts",
-            # sid's Release file expires within days; the mirror's copy may be older than that. The
-            # signature and the per-file hashes are still checked: only the freshness test is off.
-            "-oAcquire::Check-Valid-Until=false",
-            *private_apt_options(apt_state),
-        ]
-        script = " && ".join(
-            [
-                shlex.join(["apt-get", *options, "update", "-q"]),
-                f"cd {apt_state}/debs",
-                shlex.join(["apt-get", *options, "download", "-q", *facts.packages]),
+        with apt_state_dir(tmp) as state:
+            for sub in ("lists/partial", "cache/archives/partial", "parts", "debs"):
+                (state / sub).mkdir(parents=True)
+            (state / "status").write_text("")
+            (state / "sources.list").write_text(f"deb {self.spec.mirror} {facts.suite} main\n")
+            apt_state = Path("/ortdist/apt-state")
+            options = [
+                f"-oDir::Etc::SourceList={apt_state}/sources.list",
+                f"-oDir::Etc::SourceParts={apt_state}/parts",
+                # sid's Release file expires within days; the mirror's copy may be older than that. The
+                # signature and the per-file hashes are still checked: only the freshness test is off.
+                "-oAcquire::Check-Valid-Until=false",
+                *private_apt_options(apt_state),
             ]
-        )
-        try:
+            script = " && ".join(
+                [
+                    shlex.join(["apt-get", *options, "update", "-q"]),
+                    f"cd {apt_state}/debs",
+                    shlex.join(["apt-get", *options, "download", "-q", *facts.packages]),
+                ]
+            )
             run.call(
                 self.wrap(build_root, ["/bin/sh", "-c", script], binds=[Bind(state, apt_state)]),
                 log=log,
@@ -516,8 +512,6 @@ class DebianSysroot:
                 what=f"downloading CPython {version} from Debian {facts.suite}",
             )
             versions = unpack_debs(state / "debs", tmp, log)
-        finally:
-            remove_tree(state)
         missing = sorted(set(facts.packages) - set(versions))
         if missing:
             raise ToolchainError(
@@ -561,6 +555,18 @@ class DebianSysroot:
                 if ".so" in name:
                     owners.setdefault(name, package)
         return owners
+
+
+@contextlib.contextmanager
+def apt_state_dir(final: Path) -> Iterator[Path]:
+    """A private apt database beside ``final`` while it is made, gone afterwards whether the making
+    succeeded, failed or was interrupted (a rerun after kill -9 removes it as a stale temp)."""
+    state = final.parent / f".{final.name}.apt-state"
+    remove_tree(state)
+    try:
+        yield state
+    finally:
+        remove_tree(state)
 
 
 # Bumped when the way a target sysroot is laid out changes, so cached ones are re-made.

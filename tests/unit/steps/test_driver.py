@@ -4,6 +4,10 @@ a build interrupted at a step resumes there."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+import shlex
+import sys
 import threading
 from pathlib import Path
 from typing import TextIO
@@ -162,7 +166,19 @@ def test_a_second_lock_on_the_same_cache_waits_for_the_first(
     assert entered.wait(10)
     waiter.join(10)
     err = capsys.readouterr().err
-    assert f"another build holds the cache lock ({cache.root}); the second build waits for it to finish" in err
+    # The issue: a command that must wait for the lock says for what, and for whom.
+    waiting = f"waiting for the cache lock ({cache.root}) held by pid {os.getpid()} (the first build since "
+    assert re.search(re.escape(waiting) + r"\d\d:\d\d: .*\); the second build starts then\n", err), err
+    assert (cache.root / "build.lock").read_text() == "", "the holder's record is cleared on release"
+
+
+def test_the_lock_file_names_its_holder_while_held(tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "cache")
+    with driver.build_lock(cache, "building cpu-linux"):
+        text = driver.lock_holder(cache.root / "build.lock")
+        assert text.startswith(f"pid {os.getpid()} (building cpu-linux since ")
+        assert shlex.join(sys.argv) in text
+    assert driver.lock_holder(cache.root / "build.lock") == "another ortdist"
 
 
 def test_a_lock_on_another_cache_does_not_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -218,7 +234,8 @@ def test_two_builds_on_one_cache_run_one_after_the_other(make_env: MakeEnv, caps
     for thread in threads:
         thread.join(10)
     assert events == ["cpu-linux starts", "cpu-linux ends", "xnnpack-linux starts", "xnnpack-linux ends"]
-    assert "building xnnpack-linux waits for it to finish" in capsys.readouterr().err
+    assert "(building cpu-linux since " in (err := capsys.readouterr().err)
+    assert "; building xnnpack-linux starts then" in err
 
 
 # --- resuming an interrupted build ------------------------------------------------------------------
