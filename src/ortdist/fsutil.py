@@ -154,7 +154,7 @@ def same_file(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True
     try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
+        return a.exists() and b.exists() and a.samefile(b)
     except OSError:
         return False
 

@@ -18,7 +18,7 @@ def onnx_problem(path: Path) -> str | None:
     except OSError as exc:
         return f"cannot be read: {exc.strerror or exc}"
     import onnx
-    from google.protobuf.message import DecodeError
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
     model = onnx.ModelProto()
     try:
