@@ -29,9 +29,9 @@ def resolve_recipe_path(arg: str, project: Path) -> Path:
     if path.suffix:
         return path  # a file's path: load_recipe says it is missing
     raise RecipeError(
-        f"{arg!r} is neither a recipe file nor a plain recipe name",
+        "not a plain recipe name (one without '/' that is not only dots), nor a recipe file",
         where=arg,
-        fix="pass a name from recipes/ (e.g. cpu-linux) or the path of a .toml file",
+        fix="pass a recipe name from recipes/ (e.g. cpu-linux) or the path of a .toml file",
     )
 
 
