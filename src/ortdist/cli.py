@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import __version__, pipeline, registry, sources
 from .compiler_cache import CACHES
-from .errors import OrtdistError, PatchError
+from .errors import ModelError, OrtdistError, PatchError
 from .fsutil import atomic_write_text, check_output_dir, check_output_file
 from .log import NORMAL, QUIET, VERBOSE, log
 from .patches import apply_series, read_series
@@ -107,7 +107,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     path = project_root() / SCHEMA_PATH
     text = recipe_schema_text()
     if args.check:
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        if not path.is_file() or path.read_bytes() != text.encode("utf-8"):
             print(f"{path} is out of date; run `ortdist schema --write`", file=sys.stderr)
             return 1
         print(f"{path} is up to date")
@@ -260,6 +260,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from .reduce.models import analyze_models, check_inputs
 
     paths = [Path(p) for p in args.models]
+    archs = sorted({t.arch for t in registry.targets().values()})
+    if args.target_arch not in archs:
+        raise ModelError(f"unknown CPU {args.target_arch!r}", where="--target-arch", fix=f"one of {', '.join(archs)}")
     check_inputs(paths)
     if args.output != "-":
         check_output_file(Path(args.output), paths, what="output config")

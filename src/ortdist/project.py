@@ -30,7 +30,7 @@ def resolve_recipe_path(arg: str, project: Path) -> Path:
         return path  # a file's path: load_recipe says it is missing
     raise RecipeError(
         "not a plain recipe name (one without '/' that is not only dots), nor a recipe file",
-        where=arg,
+        where=arg or repr(arg),
         fix="pass a recipe name from recipes/ (e.g. cpu-linux) or the path of a .toml file",
     )
 

@@ -303,7 +303,11 @@ def read_artifact_sbom(path: Path) -> dict[str, Any]:
     """The SBOM inside a wheel (PEP 770 location) or a C library archive built by ortdist; a corrupt
     archive, invalid JSON or a document without the fields `inspect` prints is a CheckError naming it."""
     if not path.is_file():
-        raise CheckError(f"no such file: {path}", where=str(path), fix="pass a wheel or archive from dist/<recipe>/")
+        raise CheckError(
+            "is a directory, not a wheel or archive" if path.is_dir() else "no such file",
+            where=str(path),
+            fix="pass a wheel or archive from dist/<recipe>/",
+        )
     rebuild = "the file is damaged: delete it and rebuild the recipe (or download it again)"
     found: bytes | None = None
     try:

@@ -556,6 +556,31 @@ def _(e: Env) -> tuple[list[str], list[str]]:
     return ["matrix", "--check"], [str(p), "key 'name'"]
 
 
+# -- more arguments ----------------------------------------------------------------------------------
+@case("more-args", "inspect-directory")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    (e.tmp / WHEEL).mkdir()
+    return ["inspect", str(e.tmp / WHEEL)], [str(e.tmp / WHEEL), "is a directory"]
+
+
+@case("more-args", "analyze-unknown-target-arch")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    cfg = e.write("ops.config", "ai.onnx;13;Relu\n")
+    return ["analyze", str(cfg), "--target-arch", "sparc"], ["--target-arch", "'sparc'"]
+
+
+@case("more-args", "plan-empty-name")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["plan", ""], ["error: '': not a plain recipe name"]
+
+
+@case("more-args", "schema-check-non-utf8-schema")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    target = e.project / "recipes" / "recipe.schema.json"
+    target.write_bytes(b"\xff\xfe")
+    return ["schema", "--check"], [str(target), "out of date"]
+
+
 # -- the OSError backstop ----------------------------------------------------------------------------
 @case("oserror-backstop", "report-permission-denied")
 def _(e: Env) -> tuple[list[str], list[str]]:
@@ -623,3 +648,17 @@ def test_the_table_covers_every_command() -> None:
         "patches",
         "schema",
     }
+
+
+def test_single_wheel_names_the_directory_and_what_it_found(tmp_path: Path) -> None:
+    """A step that wrote no wheel (or two) is a PackageError naming the directory, not a FileNotFoundError."""
+    from ortdist.errors import PackageError
+    from ortdist.wheel.repair import single_wheel
+
+    with pytest.raises(PackageError, match="found no such directory") as missing:
+        single_wheel(tmp_path / "raw")
+    assert missing.value.where == str(tmp_path / "raw")
+    (tmp_path / "a-1-cp313-cp313-linux_x86_64.whl").write_bytes(b"")
+    (tmp_path / "b-1-cp313-cp313-linux_x86_64.whl").write_bytes(b"")
+    with pytest.raises(PackageError, match=r"found a-1-cp313-cp313-linux_x86_64\.whl, b-1-"):
+        single_wheel(tmp_path)
