@@ -597,6 +597,15 @@ def _(e: Env) -> tuple[list[str], list[str]]:
     return ["report"], ["ortdist report", str(locked), "Permission denied"]
 
 
+@case("oserror-backstop", "smoke-cache-unusable")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    """A wheel that passes the argument checks; the cache (here a file) cannot be locked."""
+    wheel = e.write(WHEEL, wheel_bytes(WHEEL))
+    cache = e.write("cache-file", "x")
+    e.monkeypatch.setenv("ORTDIST_CACHE", str(cache))
+    return ["smoke", str(wheel)], [str(cache), "cannot use the cache", "ORTDIST_CACHE"]
+
+
 def _snapshot(root: Path) -> dict[str, tuple[bool, int, int]]:
     return {
         str(p.relative_to(root)): (p.is_dir(), p.lstat().st_size if not p.is_dir() else 0, p.lstat().st_mtime_ns)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from ..errors import BuildError
+from ..errors import BuildError, OrtdistError
 from ..fsutil import remove_tree
 from ..log import log
 from ..paths import Cache
@@ -61,8 +61,16 @@ STEPS: Mapping[str, Step] = {
 @contextlib.contextmanager
 def build_lock(cache: Cache, purpose: str = "a build") -> Iterator[None]:
     """One ORT build at a time per cache: a second ortdist waits instead of halving both."""
-    cache.root.mkdir(parents=True, exist_ok=True)
-    with (cache.root / "build.lock").open("w") as fh:
+    try:
+        cache.root.mkdir(parents=True, exist_ok=True)
+        fh = (cache.root / "build.lock").open("w")
+    except OSError as exc:  # e.g. a cache made by an earlier `sudo ortdist build`, now used without sudo
+        raise OrtdistError(
+            f"cannot use the cache: {exc.strerror or exc}",
+            where=str(exc.filename or cache.root),
+            fix="set ORTDIST_CACHE to a directory you own, or run as the user who made this one (sudo)",
+        ) from exc
+    with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
