@@ -431,8 +431,10 @@ def main(argv: list[str] | None = None) -> int:
         log.error(str(exc))
         return exc.exit_code
     except OSError as exc:  # a backstop: the specific errors are raised where files are read
-        log.error(f"ortdist {args.command}: {exc.filename or 'a file'}: {exc.strerror or exc}")
-        log.error("  how to fix: check that the path exists and that you may read (and write) it")
+        log.error(
+            f"ortdist {args.command}: {exc.filename or 'a file'}: {exc.strerror or exc}\n"
+            "  how to fix: check that the path exists and that you may read (and write) it"
+        )
         return 1
     except UnicodeDecodeError as exc:
         log.error(f"ortdist {args.command}: a file is not UTF-8 text: {exc}")

@@ -180,7 +180,7 @@ def check_output_dir(path: Path, inputs: Sequence[Path] = (), *, what: str = "ou
         if same_file(path, source):
             raise OrtdistError(f"the {what} is the input {source}", where=str(path), fix=f"name another {what}")
     if path.exists() and not path.is_dir():
-        raise OrtdistError(f"the {what} exists and is not a directory", where=str(path), fix="name a directory")
+        raise OrtdistError(f"the {what} is a file, not a directory", where=str(path), fix="name a directory")
     check_writable_dir(
         path if path.is_dir() else path.parent, what=f"the {what}" if path.is_dir() else f"the {what}'s parent"
     )

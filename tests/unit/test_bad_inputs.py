@@ -259,7 +259,7 @@ def _(e: Env) -> tuple[list[str], list[str]]:
 @case("build-args", "build-dist-is-a-file")
 def _(e: Env) -> tuple[list[str], list[str]]:
     p = e.write("dist-file", "x")
-    return ["build", "cpu-linux", "--dist", str(p)], [str(p), "not a directory"]
+    return ["build", "cpu-linux", "--dist", str(p)], [str(p), "is a file, not a directory"]
 
 
 @case("build-args", "build-dist-recipe-is-a-file")

@@ -66,7 +66,10 @@ def build_lock(cache: Cache, purpose: str = "a build") -> Iterator[None]:
         fh = (cache.root / "build.lock").open("w")
     except OSError as exc:  # e.g. a cache made by an earlier `sudo ortdist build`, now used without sudo
         raise OrtdistError(
-            f"cannot use the cache: {exc.strerror or exc}",
+            "cannot use the cache: "
+            + (
+                "it is not a directory" if cache.root.exists() and not cache.root.is_dir() else str(exc.strerror or exc)
+            ),
             where=str(exc.filename or cache.root),
             fix="set ORTDIST_CACHE to a directory you own, or run as the user who made this one (sudo)",
         ) from exc
