@@ -7,12 +7,13 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__, children, pipeline, registry, sources
 from .compiler_cache import CACHES
-from .errors import OrtdistError, PatchError
-from .fsutil import atomic_write_text
+from .errors import ModelError, OrtdistError, PatchError
+from .fsutil import atomic_write_text, check_output_dir, check_output_file
 from .log import NORMAL, QUIET, VERBOSE, log
 from .patches import apply_series, read_series
 from .paths import Cache, project_root
@@ -29,7 +30,11 @@ SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
 def cmd_build(args: argparse.Namespace) -> int:
     project = project_root()
     plan, path = plan_for(args.recipe, project, args.compiler_cache)
-    dist = (Path(args.dist) if args.dist else project / "dist") / plan.recipe.name
+    dist_root = Path(args.dist) if args.dist else project / "dist"
+    check_output_dir(dist_root, what="dist directory")
+    dist = dist_root / plan.recipe.name
+    if dist.exists() and not dist.is_dir():
+        raise OrtdistError("exists and is not a directory", where=str(dist), fix="remove it, or pass another --dist")
     toolchain = make_toolchain(plan.toolchain)
     toolchain.preflight()  # not root, a plan-only toolchain: refused before the lock and dist/
     jobs = args.jobs or os.cpu_count() or 2
@@ -101,12 +106,13 @@ def cmd_schema(args: argparse.Namespace) -> int:
     path = project_root() / SCHEMA_PATH
     text = recipe_schema_text()
     if args.check:
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        if not path.is_file() or path.read_bytes() != text.encode("utf-8"):
             print(f"{path} is out of date; run `ortdist schema --write`", file=sys.stderr)
             return 1
         print(f"{path} is up to date")
         return 0
     if args.write:
+        check_output_file(path, what="schema file")
         atomic_write_text(path, text)
         print(f"wrote {path}")
     else:
@@ -148,6 +154,10 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     cache = Cache.default()
     toolchain = make_toolchain(load_toolchain(project, args.toolchain))
     wheels = [Path(w) for w in args.wheels]
+    from .smoke.run_suite import check_runnable
+
+    for wheel in wheels:  # before the lock: a bad argument must not wait for another build
+        check_runnable(wheel, toolchain)
     with pipeline.build_lock(cache, "the smoke suite"):  # shares the cache (clean root, wheelhouse) with builds
         return _smoke(args, project, cache, toolchain, wheels)
 
@@ -218,10 +228,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """dist/report.html for every build in dist/ (and a Chromium screenshot of it with --screenshot)."""
-    from .report import chromium_render, write_report
+    from .report import chromium_render, input_files, write_report
 
     dist = Path(args.dist) if args.dist else project_root() / "dist"
-    out = write_report(dist, Path(args.out) if args.out else dist / "report.html")
+    out = Path(args.out) if args.out else dist / "report.html"
+    inputs = input_files(dist)
+    check_output_file(out, inputs, what="report")
+    if args.screenshot:
+        check_output_file(Path(args.screenshot), [*inputs, out], what="screenshot")
+    out = write_report(dist, out)
     log.info(f"wrote {out}")
     if args.screenshot:
         chromium_render(out, Path(args.screenshot))
@@ -241,9 +256,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Models/configs -> one reduced-build config. ONNX models are first converted to ORT format at
     the runtime's optimization level, so operators ORT's optimizers insert are included."""
-    from .reduce.models import analyze_models
+    from .reduce.models import analyze_models, check_inputs
 
     paths = [Path(p) for p in args.models]
+    archs = sorted({t.arch for t in registry.targets().values()})
+    if args.target_arch not in archs:
+        raise ModelError(f"unknown CPU {args.target_arch!r}", where="--target-arch", fix=f"one of {', '.join(archs)}")
+    check_inputs(paths)
+    if args.output != "-":
+        check_output_file(Path(args.output), paths, what="output config")
+    if args.ort_dir:
+        ort_dir = Path(args.ort_dir)
+        check_output_dir(ort_dir, paths, what="--ort-dir")
+        conversions = [ort_dir / f"{p.stem}.ort" for p in paths if p.suffix.lower() == ".onnx"]
+        for kept in conversions:  # a conversion must not replace an input or the output
+            check_output_file(kept, [*paths, *([Path(args.output)] if args.output != "-" else [])], what="conversion")
     config = analyze_models(
         paths,
         level=args.optimization_level,
@@ -270,6 +297,21 @@ def cmd_providers(_args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(least: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``least`` (argparse names the option when it is not)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        return value
+
+    return parse
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ortdist", description=__doc__)
     p.add_argument("--version", action="version", version=f"ortdist {__version__}")
@@ -282,7 +324,7 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="build a recipe into dist/<recipe>/")
     b.add_argument("recipe", help="recipes/<name>.toml or just <name>")
-    b.add_argument("--jobs", "-j", type=int, default=0, help="parallel compile jobs (default: all cores)")
+    b.add_argument("--jobs", "-j", type=_count(0), default=0, help="parallel compile jobs (0, the default: all cores)")
     b.add_argument("--dist", help="output root (default: <project>/dist)")
     b.add_argument(
         "--compiler-cache",
@@ -323,10 +365,10 @@ def parser() -> argparse.ArgumentParser:
     sm.add_argument("wheels", nargs="+", help="wheel files (ours or foreign, e.g. PyPI's onnxruntime)")
     sm.add_argument("--toolchain", default="debian-trixie", help="whose clean root runs wheels the host cannot")
     sm.add_argument(
-        "--latency", type=int, default=0, metavar="RUNS", help="also time each model case: median of RUNS runs"
+        "--latency", type=_count(1), default=0, metavar="RUNS", help="also time each model case: median of RUNS runs"
     )
-    sm.add_argument("--warmup", type=int, default=10, help="discarded runs before timing (with --latency)")
-    sm.add_argument("--threads", type=int, default=1, help="intra-op threads while timing (with --latency)")
+    sm.add_argument("--warmup", type=_count(0), default=10, help="discarded runs before timing (with --latency)")
+    sm.add_argument("--threads", type=_count(1), default=1, help="intra-op threads while timing (with --latency)")
     sm.add_argument(
         "--require-device",
         action="store_true",
@@ -350,7 +392,7 @@ def parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="benchmark against ORT's build.py and PyPI's wheel (takes about an hour)")
     be.add_argument("--recipe", default="cpu-linux")
-    be.add_argument("--jobs", "-j", type=int, default=0)
+    be.add_argument("--jobs", "-j", type=_count(0), default=0)
     be.add_argument(
         "--only", action="append", default=[], choices=["build", "size", "inference", "smoke"], help="re-measure a part"
     )
@@ -388,6 +430,15 @@ def main(argv: list[str] | None = None) -> int:
     except OrtdistError as exc:
         log.error(str(exc))
         return exc.exit_code
+    except OSError as exc:  # a backstop: the specific errors are raised where files are read
+        log.error(
+            f"ortdist {args.command}: {exc.filename or 'a file'}: {exc.strerror or exc}\n"
+            "  how to fix: check that the path exists and that you may read (and write) it"
+        )
+        return 1
+    except UnicodeDecodeError as exc:
+        log.error(f"ortdist {args.command}: a file is not UTF-8 text: {exc}")
+        return 1
     except KeyboardInterrupt as exc:  # children.Terminated too: the child groups are gone by now
         log.error(f"interrupted ({children.signal_name(exc)}); rerun the same command to resume")
         return children.exit_code(exc)

@@ -9,7 +9,7 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -198,3 +198,51 @@ def deterministic_tarball(tree: Path, archive: Path, top: str, mtime: int) -> No
                     tar.addfile(info, fh)
             else:
                 tar.addfile(info)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """One file under two names: equal resolved paths, or (both existing) the same inode."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
+def check_output_file(path: Path, inputs: Sequence[Path] = (), *, what: str = "output") -> None:
+    """Refuse, before anything is read or written, an output that would replace one of the command's
+    inputs, that is a directory, or whose directory is missing or not writable."""
+    for source in inputs:
+        if same_file(path, source):
+            raise OrtdistError(
+                f"the {what} would replace the input {source}",
+                where=str(path),
+                fix=f"write the {what} to another file",
+            )
+    if path.is_dir():
+        raise OrtdistError(f"the {what} is a directory", where=str(path), fix="name a file, not a directory")
+    check_writable_dir(path.parent, what=f"the {what}'s directory")
+
+
+def check_output_dir(path: Path, inputs: Sequence[Path] = (), *, what: str = "output directory") -> None:
+    """An output directory: not an input, a directory if it exists, else creatable (its parent exists)."""
+    for source in inputs:
+        if same_file(path, source):
+            raise OrtdistError(f"the {what} is the input {source}", where=str(path), fix=f"name another {what}")
+    if path.exists() and not path.is_dir():
+        raise OrtdistError(f"the {what} is a file, not a directory", where=str(path), fix="name a directory")
+    check_writable_dir(
+        path if path.is_dir() else path.parent, what=f"the {what}" if path.is_dir() else f"the {what}'s parent"
+    )
+
+
+def check_writable_dir(directory: Path, *, what: str = "directory") -> None:
+    if not directory.is_dir():
+        raise OrtdistError(
+            f"{what} does not exist" + (" (it is a file)" if directory.exists() else ""),
+            where=str(directory),
+            fix="create it first, or name a path in an existing directory",
+        )
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OrtdistError(f"{what} is not writable", where=str(directory), fix="choose a directory you can write to")

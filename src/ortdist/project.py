@@ -8,18 +8,31 @@ from __future__ import annotations
 from pathlib import Path
 
 from .compiler_cache import compiler_cache
+from .errors import RecipeError
 from .patches import Patch, read_series
 from .plan import BuildPlan, make_plan
 from .recipe import Recipe, load_recipe
+from .recipe.load import is_plain_name
 from .toolchains import load_toolchain
 
 
 def resolve_recipe_path(arg: str, project: Path) -> Path:
-    """A path as given, or a bare name looked up as recipes/<name>.toml."""
+    """A path as given, or a bare name looked up as recipes/<name>.toml (a name that is not a plain
+    name, like '../x' or '..', is refused: it would reach outside recipes/)."""
     path = Path(arg)
-    if not path.suffix and not path.exists():
-        path = project / "recipes" / f"{arg}.toml"
-    return path
+    if path.is_file():
+        return path
+    if is_plain_name(arg) and not arg.endswith(".toml"):
+        named = project / "recipes" / f"{arg}.toml"
+        if named.exists() or not path.suffix:
+            return named
+    if path.suffix:
+        return path  # a file's path: load_recipe says it is missing
+    raise RecipeError(
+        "not a plain recipe name (one without '/' that is not only dots), nor a recipe file",
+        where=arg or repr(arg),
+        fix="pass a recipe name from recipes/ (e.g. cpu-linux) or the path of a .toml file",
+    )
 
 
 def load_patches(recipe: Recipe, project: Path) -> tuple[Patch, ...]:

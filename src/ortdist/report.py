@@ -57,28 +57,56 @@ def wheel_space(wheel: Path) -> tuple[dict[str, int], list[tuple[str, int]]]:
     return {k: v for k, v in groups.items() if v}, members[:10]
 
 
+_DAMAGED = "delete it, or rebuild the recipe (ortdist build <recipe>) to write it again"
+
+
+def _json(path: Path) -> dict[str, Any]:
+    """A JSON object from dist/; a corrupt one is an error naming it (a report must not silently drop a build)."""
+    try:
+        data = json.loads(path.read_bytes())
+    except ValueError as exc:
+        raise CheckError(f"not valid JSON: {exc}", where=str(path), fix=_DAMAGED) from exc
+    if not isinstance(data, dict):
+        raise CheckError(f"not a JSON object (a {type(data).__name__})", where=str(path), fix=_DAMAGED)
+    return data
+
+
 def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
     """Every dist/<recipe>/ with a manifest, with its smoke reports, wheel breakdown and SBOM.
     ``require``: an empty dist/ is an error (not when there is something else to show)."""
     reports: list[RecipeReport] = []
+    if dist.exists() and not dist.is_dir():
+        raise CheckError("not a directory", where=str(dist), fix="pass the dist/ directory builds publish into")
     for manifest_file in sorted(dist.glob("*/manifest.json")):
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        manifest = _json(manifest_file)
         out = manifest_file.parent
-        wheel = next((out / a["path"] for a in manifest.get("artifacts", []) if a["kind"] == "wheel"), None)
+        artifacts = manifest.get("artifacts", [])
+        if not isinstance(artifacts, list) or not all(
+            isinstance(a, dict) and isinstance(a.get("path"), str) and isinstance(a.get("kind"), str) for a in artifacts
+        ):
+            raise CheckError(
+                "'artifacts' is not a list of {path, kind} entries",
+                where=f"{manifest_file} key 'artifacts'",
+                fix=_DAMAGED,
+            )
+        wheel = next((out / a["path"] for a in artifacts if a["kind"] == "wheel"), None)
         # The smoke report of the wheel this manifest lists; reports of older wheels are stale.
         report_file = out / "smoke" / f"{wheel.stem}.json" if wheel else None
-        smoke = [json.loads(report_file.read_text(encoding="utf-8"))] if report_file and report_file.is_file() else []
-        space, largest = wheel_space(wheel) if wheel and wheel.is_file() else ({}, [])
+        smoke = [_json(report_file)] if report_file and report_file.is_file() else []
+        try:
+            space, largest = wheel_space(wheel) if wheel and wheel.is_file() else ({}, [])
+        except zipfile.BadZipFile as exc:
+            raise CheckError(f"not a readable wheel: {exc}", where=str(wheel), fix=_DAMAGED) from exc
         document = None
-        artifact = wheel or next((out / a["path"] for a in manifest.get("artifacts", [])), None)
+        artifact = wheel or next((out / a["path"] for a in artifacts), None)
         if artifact and artifact.is_file():
             try:
                 document = sbom.summary(sbom.read_artifact_sbom(artifact))
-            except CheckError:
-                document = None
+            except sbom.NoSbomError:
+                document = None  # built before SBOMs, or by another tool: the page says so
         reports.append(
             RecipeReport(
-                recipe=manifest.get("recipe", out.name),
+                recipe=str(manifest.get("recipe", out.name)),
                 manifest=manifest,
                 smoke=smoke,
                 space=space,
@@ -91,6 +119,16 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
             f"no builds to report on in {dist}", where=str(dist), fix="build a recipe first: nox -s build-cpu-linux"
         )
     return reports
+
+
+def input_files(dist: Path) -> list[Path]:
+    """The files a report of ``dist`` reads (its output must not replace one of them)."""
+    files = [dist / "bench" / "results.md"]
+    for manifest_file in sorted(dist.glob("*/manifest.json")):
+        files.append(manifest_file)
+        files += sorted(manifest_file.parent.glob("*.whl")) + sorted(manifest_file.parent.glob("*.tar.gz"))
+        files += sorted((manifest_file.parent / "smoke").glob("*.json"))
+    return files
 
 
 def _mb(size: int) -> str:

@@ -16,6 +16,7 @@ import re
 import tarfile
 import uuid
 import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -294,27 +295,78 @@ def sysroot_packages(document: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(c["name"], c["version"]) for c in platform.get("components", [])]
 
 
+class NoSbomError(CheckError):
+    """The artifact is readable but carries no ortdist SBOM (built by another tool or an older ortdist)."""
+
+
 def read_artifact_sbom(path: Path) -> dict[str, Any]:
-    """The SBOM inside a wheel (PEP 770 location) or a C library archive built by ortdist."""
+    """The SBOM inside a wheel (PEP 770 location) or a C library archive built by ortdist; a corrupt
+    archive, invalid JSON or a document without the fields `inspect` prints is a CheckError naming it."""
     if not path.is_file():
-        raise CheckError(f"no such file: {path}", where=str(path), fix="pass a wheel or archive from dist/<recipe>/")
-    found: bytes | None = None
-    if path.name.endswith(".whl"):
-        with zipfile.ZipFile(path) as zf:
-            names = [n for n in zf.namelist() if n.endswith(f".dist-info/sboms/{SBOM_NAME}")]
-            found = zf.read(names[0]) if names else None
-    elif path.name.endswith((".tar.gz", ".tgz")):
-        with tarfile.open(path) as tar:
-            member = next((m for m in tar.getmembers() if m.name.endswith(f"/share/doc/onnxruntime/{SBOM_NAME}")), None)
-            extracted = tar.extractfile(member) if member else None
-            found = extracted.read() if extracted else None
-    else:
-        raise CheckError(f"{path.name} is neither a wheel nor a .tar.gz archive", where=str(path))
-    if found is None:
         raise CheckError(
+            "is a directory, not a wheel or archive" if path.is_dir() else "no such file",
+            where=str(path),
+            fix="pass a wheel or archive from dist/<recipe>/",
+        )
+    rebuild = "the file is damaged: delete it and rebuild the recipe (or download it again)"
+    found: bytes | None = None
+    try:
+        if path.name.endswith(".whl"):
+            with zipfile.ZipFile(path) as zf:
+                names = [n for n in zf.namelist() if n.endswith(f".dist-info/sboms/{SBOM_NAME}")]
+                found = zf.read(names[0]) if names else None
+        elif path.name.endswith((".tar.gz", ".tgz")):
+            with tarfile.open(path) as tar:
+                member = next(
+                    (m for m in tar.getmembers() if m.name.endswith(f"/share/doc/onnxruntime/{SBOM_NAME}")), None
+                )
+                extracted = tar.extractfile(member) if member else None
+                found = extracted.read() if extracted else None
+        else:
+            raise CheckError(
+                f"{path.name} is neither a wheel nor a .tar.gz archive",
+                where=str(path),
+                fix="pass a .whl or .tar.gz from dist/<recipe>/",
+            )
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
+        raise CheckError(f"not a readable archive: {exc or type(exc).__name__}", where=str(path), fix=rebuild) from exc
+    if found is None:
+        raise NoSbomError(
             f"{path.name} carries no ortdist SBOM ({SBOM_NAME})",
             where=str(path),
             fix="only artifacts built by this version of ortdist carry one; rebuild the recipe",
         )
-    document: dict[str, Any] = json.loads(found)
-    return document
+    where = f"{path} ({SBOM_NAME})"
+    try:
+        document = json.loads(found)
+    except ValueError as exc:  # UnicodeDecodeError is one
+        raise CheckError(f"the SBOM is not valid JSON: {exc}", where=where, fix=rebuild) from exc
+    missing = missing_fields(document)
+    if missing:
+        raise CheckError(f"the SBOM lacks {', '.join(missing)}", where=where, fix=rebuild)
+    try:
+        summary(document)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise CheckError(f"the SBOM is malformed ({type(exc).__name__}: {exc})", where=where, fix=rebuild) from exc
+    checked: dict[str, Any] = document
+    return checked
+
+
+def missing_fields(document: object) -> list[str]:
+    """The fields `ortdist inspect` and the report read that ``document`` lacks (empty: all there)."""
+    if not isinstance(document, dict):
+        return ["a JSON object at the top (it is a " + type(document).__name__ + ")"]
+    missing = [k for k in ("bomFormat", "specVersion", "metadata", "components") if k not in document]
+    meta = document.get("metadata")
+    component = meta.get("component") if isinstance(meta, dict) else None
+    if not isinstance(component, dict) or not component.get("name") or not component.get("version"):
+        missing.append("metadata.component.name/version")
+    props = meta.get("properties") if isinstance(meta, dict) else None
+    names = {p.get("name") for p in props if isinstance(p, dict)} if isinstance(props, list) else set()
+    missing += [f"metadata.properties {k}" for k in ("ortdist:recipe", "ortdist:target") if k not in names]
+    comps = document.get("components")
+    if not isinstance(comps, list) or not any(
+        isinstance(c, dict) and c.get("bom-ref") == "source:onnxruntime" for c in comps
+    ):
+        missing.append("the source:onnxruntime component")
+    return missing

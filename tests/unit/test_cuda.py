@@ -276,6 +276,7 @@ def _wheel_with_metadata(tmp_path: Path, metadata: str) -> Path:
     wheel = tmp_path / "onnxruntime_gpu-1.21.0-cp313-cp313-manylinux_2_39_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("onnxruntime_gpu-1.21.0.dist-info/METADATA", metadata)
+        zf.writestr("onnxruntime_gpu-1.21.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
     return wheel
 
 

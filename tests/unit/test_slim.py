@@ -277,7 +277,12 @@ def test_reduce_files_must_exist(write_recipe: Callable[..., Path]) -> None:
     path = write_recipe('[wheel]\nenabled = false\n[reduce]\nmodels = ["m.onnx"]\n')
     with pytest.raises(RecipeError, match=r"'m\.onnx' does not exist"):
         load_recipe(path)
-    (path.parent / "m.onnx").write_bytes(b"x")
+    (path.parent / "m.onnx").write_bytes(b"x")  # exists, but is no ONNX model: refused at load time
+    with pytest.raises(RecipeError, match=r"'m\.onnx' is not an ONNX model"):
+        load_recipe(path)
+    from ortdist.smoke.models import BUILDERS
+
+    (path.parent / "m.onnx").write_bytes(BUILDERS["cnn"]().model)
     assert load_recipe(path).reduce.models == ("m.onnx",)
 
 

@@ -70,10 +70,21 @@ def build_lock(cache: Cache, purpose: str = "a build") -> Iterator[None]:
     The holder writes who it is into the lock file, so a waiter says what it waits for. Once
     the lock is ours, whatever a killed earlier holder left is cleared first: its process groups
     that still run (orphans of ``kill -9``), then its temp trees and partial downloads."""
-    cache.root.mkdir(parents=True, exist_ok=True)
     path = cache.root / LOCK
-    # Not "w": truncating before the lock is ours would erase the holder's record a waiter reads.
-    with path.open("a+", encoding="utf-8") as fh:
+    try:
+        cache.root.mkdir(parents=True, exist_ok=True)
+        # Not "w": truncating before the lock is ours would erase the holder's record a waiter reads.
+        fh = path.open("a+", encoding="utf-8")
+    except OSError as exc:  # e.g. a cache made by an earlier `sudo ortdist build`, now used without sudo
+        raise OrtdistError(
+            "cannot use the cache: "
+            + (
+                "it is not a directory" if cache.root.exists() and not cache.root.is_dir() else str(exc.strerror or exc)
+            ),
+            where=str(exc.filename or cache.root),
+            fix="set ORTDIST_CACHE to a directory you own, or run as the user who made this one (sudo)",
+        ) from exc
+    with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -11,7 +11,7 @@ from ..config import convert, did_you_mean, parse_toml, read_toml
 from ..errors import RecipeError
 from .model import Recipe
 
-__all__ = ["did_you_mean", "load_recipe", "load_recipe_text", "validate"]
+__all__ = ["did_you_mean", "is_plain_name", "load_recipe", "load_recipe_text", "validate"]
 
 
 def _fix(hint: str, fallback: str) -> str:
@@ -43,11 +43,17 @@ def load_recipe(path: Path) -> Recipe:
 def validate(recipe: Recipe, origin: Path) -> None:
     """Cross-field checks that need the registry: names, versions, EPs on the target."""
     where = str(origin)
-    if origin.suffix == ".toml" and recipe.name != origin.stem:
+    if not is_plain_name(recipe.name):
+        raise RecipeError(
+            f"name {recipe.name!r} is not a plain recipe name (it names dist/<name>/ and the cache's work/<name>/)",
+            where=f"{where} key 'name'",
+            fix="use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit (e.g. cpu-linux)",
+        )
+    if recipe.name != origin.stem:  # whatever the extension: dist/ and CI find a recipe by its file name
         raise RecipeError(
             f"name {recipe.name!r} differs from the file name {origin.stem!r}",
             where=f"{where} key 'name'",
-            fix=f'set name = "{origin.stem}" or rename the file',
+            fix=f'set name = "{origin.stem}" or rename the file to {recipe.name}{origin.suffix or ".toml"}',
         )
     versions = registry.ort_versions()
     if recipe.ort_version not in versions:
@@ -132,16 +138,42 @@ def validate(recipe: Recipe, origin: Path) -> None:
         )
     validate_reduction(recipe, where)
     validate_cuda(recipe, where)
-    if origin.suffix == ".toml":  # files named by the recipe, relative to it
-        named = [("config", recipe.reduce.config)] if recipe.reduce.config else []
-        named += [(f"models[{i}]", m) for i, m in enumerate(recipe.reduce.models) if not m.startswith(REFERENCE_PREFIX)]
-        for key, rel in named:
-            if not (origin.parent / rel).is_file():
-                raise RecipeError(
-                    f"{rel!r} does not exist (paths are relative to the recipe)",
-                    where=f"{where} [reduce] key '{key}'",
-                    fix=f"put the file at {origin.parent / rel} or fix the path",
-                )
+    validate_named_files(recipe, origin)
+
+
+def validate_named_files(recipe: Recipe, origin: Path) -> None:
+    """Files the recipe names (relative to it) exist, and its models are ONNX models: checked at load
+    time, so `validate` and `plan` refuse them, not the models step after the toolchain and source."""
+    from ..reduce.onnxfile import onnx_problem
+
+    where = str(origin)
+    named = [("config", recipe.reduce.config)] if recipe.reduce.config else []
+    named += [(f"models[{i}]", m) for i, m in enumerate(recipe.reduce.models) if not m.startswith(REFERENCE_PREFIX)]
+    for key, rel in named:
+        path = origin.parent / rel
+        if not path.is_file():
+            raise RecipeError(
+                f"{rel!r} "
+                + ("is a directory" if path.is_dir() else "does not exist")
+                + " (paths are relative to the recipe)",
+                where=f"{where} [reduce] key '{key}'",
+                fix=f"put the file at {path} or fix the path",
+            )
+        problem = onnx_problem(path) if key != "config" else None
+        if problem:
+            raise RecipeError(
+                f"{rel!r} {problem}",
+                where=f"{where} [reduce] key '{key}'",
+                fix=f"list ONNX model files; re-export or re-download {path}",
+            )
+
+
+# A recipe's name: it becomes a directory name under dist/ and the cache, so no '/' and not only dots.
+_PLAIN_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+def is_plain_name(name: str) -> bool:
+    return bool(_PLAIN_NAME.match(name))
 
 
 # CMake switches derived from [cuda]; a recipe may not set them in cmake_defines.

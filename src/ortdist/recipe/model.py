@@ -147,7 +147,12 @@ class CudaSettings:
 class Recipe:
     """One ONNX Runtime distribution: what to build, for which target, with which EPs."""
 
-    name: str = field(metadata=_help("Recipe name; must equal the file name without '.toml'."))
+    name: str = field(
+        metadata=_help(
+            "Recipe name: lower-case letters, digits, '.', '_', '-' (no '/', not only dots), equal to the "
+            "file's name without its extension."
+        )
+    )
     description: str = field(metadata=_help("One line shown by `nox -l` and in the manifest."))
     ort_version: str = field(default="1.21.0", metadata=_help("ONNX Runtime version (a key of ort_versions.toml)."))
     source: SourceSettings = field(default_factory=SourceSettings, metadata=_help("Source of ORT."))

@@ -376,7 +376,13 @@ def analyze_file(path: Path, typed: bool) -> OpConfig:
     if suffix == ".onnx":
         return analyze_onnx(path, typed)
     if suffix in (".config", ".txt"):
-        config = parse_config(path.read_text(encoding="utf-8"), str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ModelError(
+                f"not UTF-8 text: {exc}", where=str(path), fix="pass a config written by ortdist analyze"
+            ) from exc
+        config = parse_config(text, str(path))
         if typed and not config.typed and config.ops:
             raise ModelError(
                 "the config has no type information, so merging it into a typed config would drop type reduction "

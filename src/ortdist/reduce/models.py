@@ -182,6 +182,29 @@ def convert_on_host(onnx_models: Sequence[Path], dest: Path, *, level: str, targ
     return [dest / f"{m.stem}.ort" for m in onnx_models]
 
 
+INPUT_SUFFIXES = (".onnx", ".ort", ".config", ".txt")
+
+
+def check_inputs(paths: Sequence[Path]) -> None:
+    """Every input exists, has a known type and (ONNX) parses: refused before a converter starts."""
+    from .onnxfile import onnx_problem
+
+    for path in paths:
+        if not path.is_file():
+            raise ModelError(
+                "is a directory" if path.is_dir() else "no such file",
+                where=str(path),
+                fix="pass ONNX (.onnx), ORT-format (.ort) or .config files",
+            )
+        if path.suffix.lower() not in INPUT_SUFFIXES:
+            raise ModelError(
+                f"unknown file type {path.suffix!r}", where=str(path), fix="pass .onnx, .ort or .config files"
+            )
+        problem = onnx_problem(path) if path.suffix.lower() == ".onnx" else None
+        if problem:
+            raise ModelError(problem, where=str(path), fix="pass the model file itself; re-export or re-download it")
+
+
 def analyze_models(
     paths: list[Path],
     *,

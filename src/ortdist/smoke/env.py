@@ -57,13 +57,17 @@ def choose(
     glibc: tuple[int, int],
     python: str | None,
     emulated: dict[str, str] | None = None,
+    emulated_python: tuple[str, ...] | None = None,
 ) -> Choice:
     """Pure: the host when it can run the wheel, else the clean root, else (a wheel for another
     CPU) the toolchain's emulator with its target sysroot's Python, else a clear refusal.
-    ``emulated`` maps an arch the toolchain can emulate to its cross triple."""
+    ``emulated`` maps an arch the toolchain can emulate to its cross triple; ``emulated_python``
+    is what its target roots have (default: ``toolchain_python``): not the overlays, which are the
+    build machine's."""
     if info.arch != HOST_ARCH:
         triple = (emulated or {}).get(info.arch)
-        if triple is None or info.python not in toolchain_python:
+        pythons = toolchain_python if emulated_python is None else emulated_python
+        if triple is None or info.python not in pythons:
             raise CheckError(
                 f"{info.path.name} is for {info.arch}; nothing here runs CPython {info.python} for it",
                 where=str(info.path),

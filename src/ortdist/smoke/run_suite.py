@@ -18,7 +18,7 @@ from . import env, node_tests
 from .models import reference_models, save_case, tolerances
 from .report import write_reports
 from .suite import ModelFiles, Verdict, device_probes, judge, node_test_outcomes, plan_cases, regressions
-from .wheelinfo import read_wheel
+from .wheelinfo import WheelInfo, linux_platform, read_wheel
 
 NODE_TESTS_DIR = "node-tests-onnx-1.17.0"
 
@@ -124,6 +124,41 @@ def _reduced_files(
     ]
 
 
+def where_to_run(info: WheelInfo, toolchain: Toolchain) -> env.Choice:
+    """Host, clean root or emulator for this wheel; a CheckError when nothing here can run it."""
+    glibc_major, glibc_minor = (int(x) for x in toolchain.spec.glibc.split(".")[:2])
+    targets = registry.targets()
+    emulated = {targets[t].arch: t for t in toolchain.spec.cross_targets if t in targets}
+    if not linux_platform(info.platform):
+        runnable = ", ".join(f"manylinux/linux_{arch}" for arch in dict.fromkeys([env.HOST_ARCH, *emulated]))
+        raise CheckError(
+            f"platform tag {info.platform!r} is not one this machine runs (it runs {runnable})",
+            where=str(info.path),
+            fix="smoke-test the wheel on its own platform",
+        )
+    return env.choose(
+        info,
+        toolchain.spec.python_versions,
+        (glibc_major, glibc_minor),
+        env.host_glibc(),
+        env.host_python(info.python),
+        emulated,
+        emulated_python=toolchain.spec.python,
+    )
+
+
+def check_runnable(wheel: Path, toolchain: Toolchain) -> None:
+    """The argument checks of `ortdist smoke`: a readable wheel this machine can run (nothing written)."""
+    if not wheel.is_file():
+        raise CheckError(
+            "is a directory, not a wheel" if wheel.is_dir() else "no such wheel",
+            where=str(wheel),
+            fix="pass .whl files (a glob that matched nothing stays literal in the shell)",
+        )
+    if where_to_run(read_wheel(wheel), toolchain).kind != "host":
+        toolchain.preflight()  # the clean root needs root: refused now, not after the lock
+
+
 def smoke_wheel(
     wheel: Path,
     out_dir: Path,
@@ -137,17 +172,7 @@ def smoke_wheel(
 ) -> tuple[dict[str, Any], list[Verdict]]:
     started = time.monotonic()
     info = read_wheel(wheel)
-    glibc_major, glibc_minor = (int(x) for x in toolchain.spec.glibc.split(".")[:2])
-    targets = registry.targets()
-    emulated = {targets[t].arch: t for t in toolchain.spec.cross_targets if t in targets}
-    choice = env.choose(
-        info,
-        toolchain.spec.python_versions,
-        (glibc_major, glibc_minor),
-        env.host_glibc(),
-        env.host_python(info.python),
-        emulated,
-    )
+    choice = where_to_run(info, toolchain)
     log.info(f"smoke {wheel.name}: {choice.reason}")
     workdir = cache.root / "smoke" / "runs" / wheel.stem
     remove_tree(workdir)

@@ -27,6 +27,7 @@ class WheelInfo:
     requires: tuple[str, ...]
     record: dict[str, Any] | None
     arch: str = "x86_64"  # the CPU of the wheel's platform tag
+    platform: str = ""  # the platform tag(s) as in the file name, e.g. manylinux_2_28_x86_64
     # Optional dependencies (extra -> requirements), e.g. onnxruntime-gpu[cuda,cudnn]: the suite
     # installs them all, as a user of the EP would, so vendor runtimes come from their wheels.
     extras: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -67,6 +68,14 @@ def wheel_arch(platform_tags: str) -> str:
     return "x86_64"
 
 
+_LINUX_PLATFORM = re.compile(r"^(manylinux\d*(_\d+_\d+)?|linux)_(x86_64|aarch64)$")
+
+
+def linux_platform(platform_tags: str) -> bool:
+    """Every platform tag is a glibc Linux one for x86_64 or aarch64 (what a venv on Linux can run)."""
+    return all(_LINUX_PLATFORM.match(tag) for tag in platform_tags.split("."))
+
+
 def read_wheel(path: Path) -> WheelInfo:
     try:
         py, _abi, plat = wheel_tag(path.name).split("-")
@@ -84,6 +93,13 @@ def read_wheel(path: Path) -> WheelInfo:
                     where=str(path),
                     fix="rebuild the wheel; this file is not a complete wheel",
                 )
+            wheel_name = next((n for n in names if n.endswith(".dist-info/WHEEL")), None)
+            if wheel_name is None or not Parser().parsestr(zf.read(wheel_name).decode("utf-8")).get("Wheel-Version"):
+                raise PackageError(
+                    "no valid .dist-info/WHEEL in the wheel (a WHEEL file with a Wheel-Version field)",
+                    where=str(path),
+                    fix="rebuild the wheel; this file is not a complete wheel",
+                )
             meta = Parser().parsestr(zf.read(meta_name).decode("utf-8"))
             record_name = "onnxruntime/ortdist_build.json"
             record = json.loads(zf.read(record_name)) if record_name in names else None
@@ -92,6 +108,10 @@ def read_wheel(path: Path) -> WheelInfo:
             f"cannot read the wheel: {exc.strerror or exc}",
             where=str(path),
             fix="check the path (a glob that matched nothing stays literal in the shell)",
+        ) from exc
+    except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+        raise PackageError(
+            f"unreadable wheel metadata: {exc}", where=str(path), fix="rebuild the wheel; its metadata is damaged"
         ) from exc
     except zipfile.BadZipFile as exc:
         raise PackageError(
@@ -109,5 +129,6 @@ def read_wheel(path: Path) -> WheelInfo:
         requires=requires,
         record=record,
         arch=wheel_arch(plat),
+        platform=plat,
         extras=extras,
     )

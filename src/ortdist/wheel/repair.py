@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import PackageError
 from ..paths import IN_ROOT_TOOLS_VENV
 
 _WHEEL = re.compile(
@@ -35,7 +36,14 @@ def auditwheel_argv(raw_wheel: str, out_dir: str, excludes: Sequence[str], *, st
 
 
 def single_wheel(directory: Path) -> Path:
-    wheels = sorted(directory.glob("*.whl"))
+    """The one wheel a step (pip wheel, auditwheel repair) wrote into ``directory``."""
+    wheels = sorted(directory.glob("*.whl")) if directory.is_dir() else []
     if len(wheels) != 1:
-        raise FileNotFoundError(f"expected one wheel in {directory}, found {[w.name for w in wheels]}")
+        found = ", ".join(w.name for w in wheels) or ("nothing" if directory.is_dir() else "no such directory")
+        raise PackageError(
+            f"expected exactly one wheel from the step, found {found}",
+            where=str(directory),
+            fix="read the step's log in dist/<recipe>/logs/: the tool failed to write its wheel, or an old one "
+            "was left behind; rerun with --fresh",
+        )
     return wheels[0]

@@ -1,0 +1,676 @@
+"""Issue #16: every command turns a bad input into an error that names the offending path or key,
+exits non-zero, prints no traceback and writes nothing (project, cache, dist and the files given).
+
+Each case runs ``ortdist.cli.main`` in-process in a temp project (ORTDIST_PROJECT) with a temp cache
+(ORTDIST_CACHE); a case builds its files under ``tmp`` and returns the argv and the strings the
+output must contain. ``build`` cases fail before the toolchain step, so they need no root or network.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tarfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ortdist.cli import main
+from ortdist.smoke import env as smoke_env
+from ortdist.smoke.models import BUILDERS
+
+PROJECT = Path(__file__).resolve().parents[2]
+RECIPE = 'name = "{name}"\ndescription = "t"\n{body}'
+SLIM = '[wheel]\nenabled = false\n[reduce]\nmodels = ["{model}"]\n'
+WHEEL = "onnxruntime-1.21.0-cp313-cp313-manylinux_2_28_x86_64.whl"
+
+
+@dataclass(frozen=True)
+class Env:
+    tmp: Path  # where a case's own files go
+    project: Path
+    monkeypatch: pytest.MonkeyPatch
+
+    def write(self, rel: str, data: str | bytes) -> Path:
+        path = self.tmp / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8")
+        else:
+            path.write_bytes(data)
+        return path
+
+    def recipe(self, rel: str, name: str, body: str = "") -> Path:
+        return self.write(rel, RECIPE.format(name=name, body=body))
+
+    def dist_build(self, recipe: str = "cpu-linux", manifest: str | None = None, wheel: bytes | None = None) -> Path:
+        """dist/<recipe>/ as a build leaves it: manifest.json naming a wheel (bytes given or a valid one)."""
+        out = self.project / "dist" / recipe
+        entry = {"path": WHEEL, "kind": "wheel", "sha256": "0", "size": 1}
+        text = manifest if manifest is not None else json.dumps({"recipe": recipe, "artifacts": [entry]})
+        self.write(str((out / "manifest.json").relative_to(self.tmp)), text)
+        self.write(str((out / WHEEL).relative_to(self.tmp)), wheel if wheel is not None else wheel_bytes(WHEEL))
+        return out
+
+
+def wheel_bytes(filename: str, extra: dict[str, bytes] | None = None, *, with_wheel_file: bool = True) -> bytes:
+    dist, version, py, abi, plat = filename.removesuffix(".whl").split("-")
+    info = f"{dist}-{version}.dist-info"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        if with_wheel_file:
+            zf.writestr(f"{info}/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {py}-{abi}-{plat}\n")
+        for name, data in (extra or {}).items():
+            zf.writestr(name.format(info=info), data)
+    return buf.getvalue()
+
+
+def sbom_wheel(document: bytes) -> bytes:
+    return wheel_bytes(WHEEL, {"{info}/sboms/ortdist.cdx.json": document})
+
+
+def onnx_model() -> bytes:
+    return BUILDERS["cnn"]().model
+
+
+def tarball(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+Case = Callable[[Env], tuple[list[str], list[str]]]
+CASES: dict[str, tuple[str, Case]] = {}
+
+
+def case(cls: str, case_id: str) -> Callable[[Case], Case]:
+    def register(fn: Case) -> Case:
+        CASES[case_id] = (cls, fn)
+        return fn
+
+    return register
+
+
+# -- recipe files: encoding, names ------------------------------------------------------------------
+@case("recipe-file", "validate-non-utf8")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("r.toml", b'name = "r"\ndescription = "caf\xe9"\n')
+    return ["validate", str(p)], [str(p), "not UTF-8"]
+
+
+@case("recipe-file", "plan-non-utf8-in-recipes")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("project/recipes/latin.toml", b'name = "latin"\ndescription = "\xff"\n')
+    return ["plan", "latin"], [str(p), "not UTF-8"]
+
+
+@case("recipe-file", "validate-unknown-key")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.recipe("r.toml", "r", "colour = 1\n")
+    return ["validate", str(p)], [str(p), "colour"]
+
+
+@case("recipe-file", "validate-unknown-ep")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.recipe("r.toml", "r", 'execution_providers = ["cuda2"]\n')
+    return ["validate", str(p)], [str(p), "execution_providers[0]"]
+
+
+@case("recipe-file", "validate-wrong-type")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.recipe("r.toml", "r", 'execution_providers = "cpu"\n')
+    return ["validate", str(p)], [str(p), "execution_providers"]
+
+
+@case("recipe-file", "validate-not-toml")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("r.toml", "name = \n")
+    return ["validate", str(p)], [str(p), "not valid TOML"]
+
+
+@case("recipe-file", "matrix-bad-recipe-in-recipes")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("project/recipes/zz.toml", b"\xfe\xff")
+    return ["matrix"], [str(p)]
+
+
+@case("recipe-file", "validate-recipe-is-directory")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.tmp / "dir.toml"
+    p.mkdir()
+    return ["validate", str(p)], [str(p), "cannot read"]
+
+
+@case("recipe-name", "validate-name-differs-non-toml")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.recipe("x.recipe", "y")
+    return ["validate", str(p)], [str(p), "key 'name'", "'y'"]
+
+
+@case("recipe-name", "validate-name-differs-no-extension")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.recipe("x", "cpu-linux")
+    return ["validate", str(p)], [str(p), "key 'name'"]
+
+
+@case("recipe-name", "validate-name-with-slash")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.recipe("b.toml", "a/b")
+    return ["validate", str(p)], [str(p), "key 'name'", "not a plain recipe name"]
+
+
+@case("recipe-name", "validate-name-only-dots")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.recipe("...toml", "..")  # the stem of '...toml' is '..': equal, and still refused
+    return ["validate", str(p)], [str(p), "key 'name'", "not a plain recipe name"]
+
+
+@case("recipe-name", "build-name-differs")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.recipe("project/recipes/mine.toml", "cpu-linux")
+    return ["build", "mine"], [str(p), "key 'name'"]
+
+
+@case("recipe-name", "build-arg-parent")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.recipe("x.toml", "x")  # project/recipes/../x.toml exists: the name must still be refused
+    return ["build", "../x"], ["error: ../x: not a plain recipe name"]
+
+
+@case("recipe-name", "build-arg-slash")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "a/b"], ["error: a/b: not a plain recipe name"]
+
+
+@case("recipe-name", "build-arg-dot")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "."], ["error: .: not a plain recipe name"]
+
+
+@case("recipe-name", "plan-arg-dotdot")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["plan", ".."], ["error: ..: not a plain recipe name"]
+
+
+@case("recipe-name", "plan-missing-recipe")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["plan", "no-such-recipe"], [str(e.project / "recipes" / "no-such-recipe.toml")]
+
+
+@case("recipe-name", "build-missing-recipe")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "nope"], [str(e.project / "recipes" / "nope.toml")]
+
+
+# -- recipe models: checked when the recipe loads ----------------------------------------------------
+@case("recipe-model", "validate-model-text")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.write("m.onnx", "this is not a model\n")
+    p = e.recipe("r.toml", "r", SLIM.format(model="m.onnx"))
+    return ["validate", str(p)], [str(p), "models[0]", "not an ONNX model"]
+
+
+@case("recipe-model", "validate-model-truncated")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.write("m.onnx", onnx_model()[:-7])
+    p = e.recipe("r.toml", "r", SLIM.format(model="m.onnx"))
+    return ["validate", str(p)], [str(p), "models[0]", "not an ONNX model"]
+
+
+@case("recipe-model", "validate-model-directory")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    (e.tmp / "d.onnx").mkdir()
+    p = e.recipe("r.toml", "r", SLIM.format(model="d.onnx"))
+    return ["validate", str(p)], [str(p), "models[0]", "is a directory"]
+
+
+@case("recipe-model", "plan-model-missing")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.recipe("project/recipes/slimmer.toml", "slimmer", SLIM.format(model="gone.onnx"))
+    return ["plan", "slimmer"], [str(p), "models[0]", "does not exist"]
+
+
+@case("recipe-model", "build-model-empty-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.write("project/recipes/empty.onnx", b"")
+    p = e.recipe("project/recipes/slimmer.toml", "slimmer", SLIM.format(model="empty.onnx"))
+    return ["build", "slimmer"], [str(p), "models[0]", "not an ONNX model"]
+
+
+# -- build arguments ---------------------------------------------------------------------------------
+@case("build-args", "build-negative-jobs")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "cpu-linux", "--jobs", "-3"], ["--jobs", "-3"]
+
+
+@case("build-args", "build-jobs-not-a-number")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "cpu-linux", "-j", "many"], ["--jobs", "'many'"]
+
+
+@case("build-args", "build-dist-is-a-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("dist-file", "x")
+    return ["build", "cpu-linux", "--dist", str(p)], [str(p), "is a file, not a directory"]
+
+
+@case("build-args", "build-dist-recipe-is-a-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("out/cpu-linux", "x")
+    return ["build", "cpu-linux", "--dist", str(p.parent)], [str(p), "not a directory"]
+
+
+@case("build-args", "build-dist-parent-missing")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.tmp / "no" / "such" / "dist"
+    return ["build", "cpu-linux", "--dist", str(p)], [str(p.parent), "does not exist"]
+
+
+# -- outputs: never an input, never a directory, in an existing directory -----------------------------
+@case("outputs", "analyze-output-replaces-input")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    cfg = e.write("ops.config", "ai.onnx;13;Relu\n")
+    return ["analyze", str(cfg), "-o", str(e.tmp / "." / "ops.config")], [str(cfg), "would replace the input"]
+
+
+@case("outputs", "analyze-output-hardlink-of-input")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    cfg = e.write("ops.config", "ai.onnx;13;Relu\n")
+    link = e.tmp / "link.config"
+    link.hardlink_to(cfg)
+    return ["analyze", str(cfg), "-o", str(link)], [str(link), "would replace the input"]
+
+
+@case("outputs", "analyze-output-is-directory")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    cfg = e.write("ops.config", "ai.onnx;13;Relu\n")
+    (e.tmp / "outdir").mkdir()
+    return ["analyze", str(cfg), "-o", str(e.tmp / "outdir")], [str(e.tmp / "outdir"), "is a directory"]
+
+
+@case("outputs", "analyze-output-parent-missing")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    cfg = e.write("ops.config", "ai.onnx;13;Relu\n")
+    out = e.tmp / "missing" / "out.config"
+    return ["analyze", str(cfg), "-o", str(out)], [str(out.parent), "does not exist"]
+
+
+@case("outputs", "analyze-ort-dir-is-input")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    model = e.write("m.onnx", onnx_model())
+    return ["analyze", str(model), "--ort-dir", str(model)], [str(model), "--ort-dir"]
+
+
+@case("outputs", "analyze-ort-dir-conversion-replaces-input")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    model = e.write("m.onnx", onnx_model())
+    ort = e.write("m.ort", b"old conversion")
+    return ["analyze", str(model), str(ort), "--ort-dir", str(e.tmp)], [str(ort), "would replace the input"]
+
+
+@case("outputs", "report-out-is-directory")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.dist_build()
+    (e.tmp / "o").mkdir()
+    return ["report", "--out", str(e.tmp / "o")], [str(e.tmp / "o"), "is a directory"]
+
+
+@case("outputs", "report-out-replaces-manifest")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = e.dist_build()
+    return ["report", "--out", str(out / "manifest.json")], [str(out / "manifest.json"), "would replace the input"]
+
+
+@case("outputs", "report-out-parent-missing")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.dist_build()
+    out = e.tmp / "nowhere" / "r.html"
+    return ["report", "--out", str(out)], [str(out.parent), "does not exist"]
+
+
+@case("outputs", "report-screenshot-is-the-page")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.dist_build()
+    out = e.tmp / "r.html"
+    return ["report", "--out", str(out), "--screenshot", str(out)], [str(out), "would replace the input"]
+
+
+@case("outputs", "schema-write-target-is-directory")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    target = e.project / "recipes" / "recipe.schema.json"
+    target.unlink()
+    target.mkdir()
+    return ["schema", "--write"], [str(target), "is a directory"]
+
+
+# -- analyze inputs ----------------------------------------------------------------------------------
+@case("analyze-inputs", "analyze-missing-model")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["analyze", str(e.tmp / "gone.onnx")], [str(e.tmp / "gone.onnx"), "no such file"]
+
+
+@case("analyze-inputs", "analyze-text-model")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("t.onnx", "not a model")
+    return ["analyze", str(p), "-o", str(e.tmp / "o.config")], [str(p), "not an ONNX model"]
+
+
+@case("analyze-inputs", "analyze-unknown-type")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("m.pt", b"\x80\x02")
+    return ["analyze", str(p)], [str(p), "unknown file type"]
+
+
+@case("analyze-inputs", "analyze-non-utf8-config")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("ops.config", b"ai.onnx;13;Re\xfflu\n")
+    return ["analyze", str(p)], [str(p), "not UTF-8"]
+
+
+# -- inspect: archives and SBOMs ---------------------------------------------------------------------
+@case("inspect", "inspect-wheel-not-zip")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, "plain text")
+    return ["inspect", str(p)], [str(p), "not a readable archive"]
+
+
+@case("inspect", "inspect-truncated-tarball")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    data = tarball({"onnxruntime/share/doc/onnxruntime/ortdist.cdx.json": b"{}" * 5000})
+    p = e.write("onnxruntime-linux.tar.gz", data[: len(data) // 2])
+    return ["inspect", str(p)], [str(p), "not a readable archive"]
+
+
+@case("inspect", "inspect-wheel-without-sbom")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, wheel_bytes(WHEEL))
+    return ["inspect", str(p)], [str(p), "carries no ortdist SBOM"]
+
+
+@case("inspect", "inspect-sbom-invalid-json")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, sbom_wheel(b'{"bomFormat": '))
+    return ["inspect", str(p)], [str(p), "ortdist.cdx.json", "not valid JSON"]
+
+
+@case("inspect", "inspect-sbom-empty-object")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, sbom_wheel(b"{}"))
+    return ["inspect", str(p)], [str(p), "lacks", "metadata.component.name/version", "ortdist:recipe"]
+
+
+@case("inspect", "inspect-sbom-json-flag-still-checked")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, sbom_wheel(b"[1, 2]"))
+    return ["inspect", "--json", str(p)], [str(p), "JSON object"]
+
+
+@case("inspect", "inspect-tarball-without-sbom")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("lib.tar.gz", tarball({"lib/libonnxruntime.so": b"\x7fELF"}))
+    return ["inspect", str(p)], [str(p), "carries no ortdist SBOM"]
+
+
+@case("inspect", "inspect-other-file-type")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("notes.txt", "x")
+    return ["inspect", str(p)], [str(p), "neither a wheel nor"]
+
+
+# -- report over a damaged dist/ ---------------------------------------------------------------------
+@case("report", "report-corrupt-manifest")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = e.dist_build(manifest='{"recipe": ')
+    return ["report"], [str(out / "manifest.json"), "not valid JSON", "delete it"]
+
+
+@case("report", "report-manifest-artifacts-wrong")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = e.dist_build(manifest='{"recipe": "cpu-linux", "artifacts": [3]}')
+    return ["report"], [str(out / "manifest.json"), "'artifacts'"]
+
+
+@case("report", "report-corrupt-smoke-report")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = e.dist_build()
+    smoke = e.write(str((out / "smoke" / f"{WHEEL.removesuffix('.whl')}.json").relative_to(e.tmp)), "{oops")
+    return ["report"], [str(smoke), "not valid JSON"]
+
+
+@case("report", "report-corrupt-wheel")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = e.dist_build(wheel=b"truncated")
+    return ["report"], [str(out / WHEEL), "not a readable"]
+
+
+@case("report", "report-corrupt-sbom")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = e.dist_build(wheel=sbom_wheel(b"{}"))
+    return ["report"], [str(out / WHEEL), "ortdist.cdx.json", "lacks"]
+
+
+@case("report", "report-dist-is-a-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("dist.txt", "x")
+    return ["report", "--dist", str(p), "--out", str(e.tmp / "r.html")], [str(p), "not a directory"]
+
+
+@case("report", "report-empty-dist")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    (e.tmp / "empty").mkdir()
+    return ["report", "--dist", str(e.tmp / "empty")], [str(e.tmp / "empty"), "no builds"]
+
+
+# -- smoke: arguments refused before the cache lock ----------------------------------------------------
+@case("smoke", "smoke-text-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, "text")
+    return ["smoke", str(p)], [str(p), "not a zip archive"]
+
+
+@case("smoke", "smoke-missing-wheel")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["smoke", str(e.tmp / "dist" / "*.whl")], [str(e.tmp / "dist" / "*.whl"), "no such wheel"]
+
+
+@case("smoke", "smoke-no-wheel-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, wheel_bytes(WHEEL, with_wheel_file=False))
+    return ["smoke", str(p)], [str(p), ".dist-info/WHEEL"]
+
+
+@case("smoke", "smoke-not-a-wheel-name")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("onnxruntime.whl", wheel_bytes(WHEEL))
+    return ["smoke", str(p)], [str(p), "not a wheel file name"]
+
+
+@case("smoke", "smoke-macos-wheel")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    name = "onnxruntime-1.21.0-cp313-cp313-macosx_13_0_universal2.whl"
+    p = e.write(name, wheel_bytes(name))
+    return ["smoke", str(p)], [str(p), "'macosx_13_0_universal2'", "x86_64"]
+
+
+@case("smoke", "smoke-windows-wheel")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    name = "onnxruntime-1.21.0-cp313-cp313-win_amd64.whl"
+    p = e.write(name, wheel_bytes(name))
+    return ["smoke", str(p)], [str(p), "'win_amd64'"]
+
+
+@case("smoke", "smoke-aarch64-wheel-no-python")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    name = "onnxruntime-1.21.0-cp312-cp312-manylinux_2_28_aarch64.whl"
+    p = e.write(name, wheel_bytes(name))
+    return ["smoke", str(p)], [str(p), "aarch64", "CPython 3.12"]
+
+
+@case("smoke", "smoke-second-wheel-bad")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    good = e.write(WHEEL, wheel_bytes(WHEEL))
+    bad = e.write("x/" + WHEEL, "text")
+    return ["smoke", str(good), str(bad)], [str(bad), "not a zip archive"]
+
+
+@case("smoke", "smoke-zero-latency")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, wheel_bytes(WHEEL))
+    return ["smoke", str(p), "--latency", "0"], ["--latency", "0 is less than 1"]
+
+
+@case("smoke", "smoke-negative-warmup")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, wheel_bytes(WHEEL))
+    return ["smoke", str(p), "--latency", "5", "--warmup", "-1"], ["--warmup", "-1 is less than 0"]
+
+
+@case("smoke", "smoke-zero-threads")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, wheel_bytes(WHEEL))
+    return ["smoke", str(p), "--latency", "5", "--threads", "0"], ["--threads", "0 is less than 1"]
+
+
+# -- patches, matrix --------------------------------------------------------------------------------
+@case("patches-matrix", "patches-unknown-series")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["patches", "check", "9.9.9"], ["'9.9.9'", str(e.project / "patches")]
+
+
+@case("patches-matrix", "patches-series-path")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["patches", "check", "../recipes"], ["'../recipes'"]
+
+
+@case("patches-matrix", "matrix-name-mismatch-in-recipes")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.recipe("project/recipes/odd.toml", "even")
+    return ["matrix", "--check"], [str(p), "key 'name'"]
+
+
+# -- more arguments ----------------------------------------------------------------------------------
+@case("more-args", "inspect-directory")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    (e.tmp / WHEEL).mkdir()
+    return ["inspect", str(e.tmp / WHEEL)], [str(e.tmp / WHEEL), "is a directory"]
+
+
+@case("more-args", "analyze-unknown-target-arch")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    cfg = e.write("ops.config", "ai.onnx;13;Relu\n")
+    return ["analyze", str(cfg), "--target-arch", "sparc"], ["--target-arch", "'sparc'"]
+
+
+@case("more-args", "plan-empty-name")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["plan", ""], ["error: '': not a plain recipe name"]
+
+
+@case("more-args", "schema-check-non-utf8-schema")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    target = e.project / "recipes" / "recipe.schema.json"
+    target.write_bytes(b"\xff\xfe")
+    return ["schema", "--check"], [str(target), "out of date"]
+
+
+# -- the OSError backstop ----------------------------------------------------------------------------
+@case("oserror-backstop", "report-permission-denied")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    """As a non-root user meets a root-owned dist/ (the tests run as root, who may read anything)."""
+    locked = e.dist_build() / "manifest.json"
+    read_bytes = Path.read_bytes
+
+    def denied(self: Path) -> bytes:
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_bytes(self)
+
+    e.monkeypatch.setattr(Path, "read_bytes", denied)
+    return ["report"], ["ortdist report", str(locked), "Permission denied"]
+
+
+@case("oserror-backstop", "smoke-cache-unusable")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    """A wheel that passes the argument checks; the cache (here a file) cannot be locked."""
+    wheel = e.write(WHEEL, wheel_bytes(WHEEL))
+    cache = e.write("cache-file", "x")
+    e.monkeypatch.setenv("ORTDIST_CACHE", str(cache))
+    return ["smoke", str(wheel)], [str(cache), "cannot use the cache", "ORTDIST_CACHE"]
+
+
+def _snapshot(root: Path) -> dict[str, tuple[bool, int, int]]:
+    return {
+        str(p.relative_to(root)): (p.is_dir(), p.lstat().st_size if not p.is_dir() else 0, p.lstat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.usefixtures("no_subprocess")
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_bad_input_is_an_error_naming_it_and_writes_nothing(
+    case_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    for sub in ("recipes", "toolchains", "patches"):
+        shutil.copytree(PROJECT / sub, project / sub)
+    monkeypatch.setenv("ORTDIST_PROJECT", str(project))
+    monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    # No host interpreter fits a wheel (asking one would run it): smoke's wheels go to the clean root.
+    monkeypatch.setattr(smoke_env, "host_python", lambda version: None)
+    _, make = CASES[case_id]
+    argv, expected = make(Env(tmp_path, project, monkeypatch))
+    before = _snapshot(tmp_path)
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's refusal of a bad option value
+        code = exc.code if isinstance(exc.code, int) else 2
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert code != 0, text
+    assert "Traceback" not in text
+    for needle in expected:
+        assert needle in text, f"{needle!r} not in:\n{text}"
+    assert _snapshot(tmp_path) == before, "the refused command wrote or removed files"
+    assert not (tmp_path / "cache").exists(), "the refused command created the cache"
+
+
+def test_the_table_covers_every_command() -> None:
+    """Case ids start with the command they run."""
+    assert len(CASES) >= 40
+    commands = {case_id.split("-")[0] for case_id in CASES}
+    assert commands >= {
+        "validate",
+        "plan",
+        "build",
+        "analyze",
+        "smoke",
+        "inspect",
+        "report",
+        "matrix",
+        "patches",
+        "schema",
+    }
+
+
+def test_single_wheel_names_the_directory_and_what_it_found(tmp_path: Path) -> None:
+    """A step that wrote no wheel (or two) is a PackageError naming the directory, not a FileNotFoundError."""
+    from ortdist.errors import PackageError
+    from ortdist.wheel.repair import single_wheel
+
+    with pytest.raises(PackageError, match="found no such directory") as missing:
+        single_wheel(tmp_path / "raw")
+    assert missing.value.where == str(tmp_path / "raw")
+    (tmp_path / "a-1-cp313-cp313-linux_x86_64.whl").write_bytes(b"")
+    (tmp_path / "b-1-cp313-cp313-linux_x86_64.whl").write_bytes(b"")
+    with pytest.raises(PackageError, match=r"found a-1-cp313-cp313-linux_x86_64\.whl, b-1-"):
+        single_wheel(tmp_path)
