@@ -100,6 +100,12 @@ def start_time(pid: int) -> int | None:
     return int(fields[19]) if fields and len(fields) > 19 else None
 
 
+def alive(pid: int) -> bool:
+    """Running: a zombie is dead (it holds nothing, and nobody here may ever reap it)."""
+    fields = _stat_fields(pid)
+    return fields is not None and bool(fields) and fields[0] not in ("Z", "X")
+
+
 def boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
@@ -115,7 +121,7 @@ def group_members(pgid: int) -> list[int]:
         if not entry.name.isdigit():
             continue
         fields = _stat_fields(int(entry.name))
-        if fields and len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+        if fields and len(fields) > 2 and alive(int(entry.name)) and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return sorted(members)
 

@@ -59,14 +59,6 @@ sys.exit(main())
 WARM = Cache(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ortdist")
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def comm(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
@@ -119,7 +111,7 @@ class Run:
 
     def running(self, *names: str) -> list[int]:
         """Live members of the run's groups with one of these command names."""
-        return [pid for pid, name in list(self.seen.items()) if name in names and alive(pid)]
+        return [pid for pid, name in list(self.seen.items()) if name in names and children.alive(pid)]
 
     def wait_until(self, what: str, predicate: Callable[[], object], timeout: float = 600) -> None:
         deadline = time.monotonic() + timeout
@@ -149,12 +141,12 @@ class Run:
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        for pid in [pid for pid in self.seen if alive(pid)]:
+        for pid in [pid for pid in self.seen if children.alive(pid)]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
 
     def leftovers(self) -> list[str]:
-        return [f"{pid} ({name})" for pid, name in self.seen.items() if alive(pid)]
+        return [f"{pid} ({name})" for pid, name in self.seen.items() if children.alive(pid)]
 
 
 STARTED: list[Run] = []
@@ -350,7 +342,7 @@ def test_kill_9_during_debootstrap_then_a_rerun_ends_the_orphan(tmp_path: Path, 
         rerun = Run(cache, recipe, {})
         rerun.wait_until("the first step", lambda: "ortdist: == toolchain ==" in rerun.text)  # the lock's cleanup ran
         assert "left running by an earlier ortdist that was killed" in rerun.text
-        assert not [pid for pid in orphans if alive(pid)]
+        assert not [pid for pid in orphans if children.alive(pid)]
         assert not stale_root.exists()
         rerun.wait_until("its own debootstrap", lambda: rerun.running("debootstrap"), timeout=300)
         rerun.interrupt(signal.SIGINT)

@@ -48,15 +48,6 @@ CHILD = textwrap.dedent(
 )
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie is dead: it holds nothing and nobody here may reap it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def wait_for(predicate: Any, seconds: float = 10.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -103,7 +94,7 @@ def test_an_interrupt_ends_the_childs_whole_group_before_cleanup(
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == code, err
     assert "left at cleanup: []" in out, "cleanup would have run while the group was still alive"
-    assert not [pid for pid in members if alive(pid)]
+    assert not [pid for pid in members if children.alive(pid)]
     assert "Traceback" not in err
     assert took < children.GRACE_SECONDS + 5
 
@@ -119,7 +110,7 @@ def test_an_error_while_a_child_runs_ends_its_group(tmp_path: Path) -> None:
     with (tmp_path / "log").open("w") as log, pytest.raises(ValueError):
         run.stream(["sh", "-c", "sleep 60 & echo $$ $!; sleep 60"], on_line=explode, log=log)
     assert len(pids) == 2
-    assert not [pid for pid in pids if alive(pid)]
+    assert not [pid for pid in pids if children.alive(pid)]
     assert children.group_members(pids[0]) == []
 
 
@@ -184,7 +175,7 @@ def test_the_next_lock_holder_ends_orphans_then_removes_stale_temps(
         # What the killed run had written before it died.
         children.Ledger(cache.root / driver.CHILDREN).add(children.Group(group.pid, started, "debootstrap trixie"))
         with driver.build_lock(cache, "building cpu-linux"):
-            assert not [pid for pid in members if alive(pid)]
+            assert not [pid for pid in members if children.alive(pid)]
             assert not [p for p in stale if p.exists()]
             assert all(p.exists() for p in kept)
             assert not (cache.root / driver.CHILDREN).exists()
