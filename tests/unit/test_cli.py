@@ -72,3 +72,21 @@ def test_build_without_root_is_refused_and_says_so(
     assert "== toolchain" not in err
     assert not (tmp_path / "dist").exists()
     assert not (tmp_path / "cache" / "build.lock").exists()
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_analyze_refuses_non_root_before_downloading_a_converter(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Converting with another ORT version than this Python's runs in the clean root: without root
+    that is refused before anything is downloaded (no_subprocess fails the test on any command)."""
+    from ortdist.smoke.models import BUILDERS
+
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    model = tmp_path / "cnn.onnx"
+    model.write_bytes(BUILDERS["cnn"]().model)
+    assert main(["analyze", str(model), "--ort-version", "1.20.0"]) == ToolchainError.exit_code
+    assert "needs root" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()

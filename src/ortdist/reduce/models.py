@@ -94,6 +94,7 @@ def convert_to_ort_format(
     log: TextIO,
 ) -> list[Path]:
     """``dest/<name>.ort`` per model, written by onnxruntime==ort_version from PyPI."""
+    toolchain.preflight()  # the conversion runs in the clean root: refuse non-root before downloading
     house = cache.wheelhouse(CONVERTER_PYTHON)
     offline, online = wheelhouse_argvs(house, CONVERTER_PYTHON, [f"onnxruntime=={ort_version}"])
     if run.capture(offline, check=False).returncode != 0:
