@@ -53,8 +53,8 @@ def tests(session: nox.Session) -> None:
     Under CI (``CI`` set) an integration test that would skip fails instead (tests/conftest.py)."""
     _install_ortdist(session)
     session.install(PYTEST, RUFF, MYPY, ORT_CONTROL, ACTIONLINT, CIBUILDWHEEL)
-    session.run("ruff", "check", "src", "tests", "noxfile.py", "noxw")
-    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "noxw")
+    session.run("ruff", "check", "src", "tests", "noxfile.py", "nox")
+    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "nox")
     session.run("mypy")
     session.run("ortdist", "schema", "--check")
     session.run("ortdist", "validate")

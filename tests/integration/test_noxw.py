@@ -1,4 +1,4 @@
-"""The README's set-up works with nothing but a stock Debian's own python3: ./noxw on Debian 12 and 13
+"""The README's set-up works with nothing but a stock Debian's own python3: ./nox on Debian 12 and 13
 roots that have PEP 668's EXTERNALLY-MANAGED marker and no python3-venv (so no ensurepip), no pip,
 no pipx. Each root is a debootstrap minbase with python3 and ca-certificates, kept in the cache
 (``<cache>/noxw-roots/<suite>``, a few minutes to make once) and used through a fresh copy."""
@@ -74,19 +74,19 @@ def test_noxw_runs_nox_with_a_stock_debian_python(root: tuple[str, Path], tmp_pa
         return subprocess.run(argv, text=True, capture_output=True, check=False)
 
     version = SUITES[suite]
-    # What makes the README's old `python3 -m pip install nox` fail there, and what noxw works around.
+    # What makes the README's old `python3 -m pip install nox` fail there, and what ./nox works around.
     assert (path / "usr" / "lib" / f"python{version}" / "EXTERNALLY-MANAGED").is_file()
     assert "No module named" in inside("python3 -m pip --version").stderr
     assert inside("python3 -c 'import ensurepip'").returncode != 0
     assert inside("command -v pipx").returncode != 0
 
-    first = inside("python3 ./noxw -l")
+    first = inside("python3 ./nox -l")
     assert first.returncode == 0, first.stdout + first.stderr
     assert f"creating .venv-nox/ with /usr/bin/python3 ({version}." in first.stderr
     assert "no ensurepip here (Debian's python3-venv is not installed): bootstrapping pip-" in first.stderr
     for session in ("* tests", "build-cpu-linux", "unit-debian-python"):
         assert session in first.stdout, first.stdout
-    again = inside("python3 ./noxw --version")
+    again = inside("python3 ./nox --version")
     assert again.returncode == 0 and "creating" not in again.stderr, again.stderr
     assert again.stdout.strip() == "2026.10.20" or again.stderr.strip().endswith("2026.10.20")
     # Nothing went into the system Python.
