@@ -20,6 +20,7 @@ IN_ROOT_TARGET = IN_ROOT / "target"  # a cross target's sysroot
 IN_ROOT_PYTHONS = IN_ROOT / "python"  # other CPython versions, one directory each
 IN_ROOT_TOOLS_VENV = Path("/opt/ortdist-tools")
 IN_ROOT_EP_WHEELS = Path("/opt/ortdist-wheels")  # PyPI SDK wheels, one directory per distribution
+IN_ROOT_COMPILER = Path("/opt/ortdist-compiler")  # a toolchain's [compiler], unpacked
 
 
 def project_root() -> Path:

@@ -23,6 +23,7 @@ from .patches import Patch
 from .paths import (
     IN_ROOT,
     IN_ROOT_BUILD,
+    IN_ROOT_COMPILER,
     IN_ROOT_DEPS,
     IN_ROOT_EP_WHEELS,
     IN_ROOT_SHIMS,
@@ -31,13 +32,15 @@ from .paths import (
     IN_ROOT_WORK,
 )
 from .recipe import Recipe
-from .registry import ExecutionProvider, OrtVersion, Target
+from .registry import DependencySource, ExecutionProvider, OrtVersion, Target
 from .toolchains.spec import ToolchainSpec
 
 STRIPPED_BUILD_TYPES = frozenset({"Release", "MinSizeRel"})
 # A path inside a root: /ortdist/... or the root's own tool and SDK-wheel directories.
 _IN_ROOT_PATH = re.compile(
-    "|".join(rf"{re.escape(str(p))}(?![\w.-])" for p in (IN_ROOT, IN_ROOT_TOOLS_VENV, IN_ROOT_EP_WHEELS))
+    "|".join(
+        rf"{re.escape(str(p))}(?![\w.-])" for p in (IN_ROOT, IN_ROOT_TOOLS_VENV, IN_ROOT_EP_WHEELS, IN_ROOT_COMPILER)
+    )
 )
 
 
@@ -76,6 +79,8 @@ class BuildPlan:
     repair_excludes: tuple[str, ...]
     strip: bool
     compiler_cache: CompilerCache
+    # The dependency sources this build compiles (ort_versions.toml [deps], as the toolchain and EPs select).
+    deps: tuple[DependencySource, ...] = ()
     # Define -> where its value comes from ("recipe [cmake_defines]", "toolchain debian-trixie [cmake]",
     # "ep xnnpack", ...), for `ortdist plan`; nothing built reads it.
     define_sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -217,8 +222,32 @@ def trees_for(toolchain: ToolchainSpec) -> Trees:
 
 def in_root(value: str) -> str:
     """A toolchain define as seen inside the root: ``{shims}`` is where cmake-shims/ is bound,
-    ``{wheels}`` where the toolchain's [ep_wheels] are unpacked (one directory per distribution)."""
-    return value.replace("{shims}", str(IN_ROOT_SHIMS)).replace("{wheels}", str(IN_ROOT_EP_WHEELS))
+    ``{wheels}`` where the toolchain's [ep_wheels] are unpacked (one directory per distribution),
+    ``{compiler}`` where its [compiler] is unpacked, ``{deps}`` where dependency sources are bound
+    (one directory per name)."""
+    for placeholder, path in (
+        ("{shims}", IN_ROOT_SHIMS),
+        ("{wheels}", IN_ROOT_EP_WHEELS),
+        ("{compiler}", IN_ROOT_COMPILER),
+        ("{deps}", IN_ROOT_DEPS),
+    ):
+        value = value.replace(placeholder, str(path))
+    return value
+
+
+def selected_deps(
+    recipe: Recipe, version: OrtVersion, toolchain: ToolchainSpec, providers: tuple[ExecutionProvider, ...]
+) -> tuple[DependencySource, ...]:
+    """The dependency sources a build compiles: those every toolchain takes from source, and the
+    rest when the toolchain builds its dependencies from source; an EP's only with that EP."""
+    if not toolchain.has_root:
+        return ()  # without a root, ORT's CMake fetches its own (pinned by its cmake/deps.txt)
+    eps = {ep.name for ep in providers}
+    return tuple(
+        dep
+        for dep in version.deps
+        if (dep.always or toolchain.deps_from_source) and (not dep.eps or eps & set(dep.eps))
+    )
 
 
 def toolchain_define(toolchain: ToolchainSpec, table: str, key: str, value: str) -> str:
@@ -279,10 +308,12 @@ def _cmake_defines(
     put("onnxruntime_BUILD_UNIT_TESTS", "OFF", "ortdist")
     for key, value in feature_defines(recipe).items():
         put(key, value, "recipe [reduce]" if key == "onnxruntime_REDUCED_OPS_BUILD" else "recipe [features]")
-    # The version's dependency sources are unpacked into the root; without one ORT's CMake fetches
-    # its own (pinned by its cmake/deps.txt).
-    for dep in version.deps if toolchain.has_root else ():
-        put(f"FETCHCONTENT_SOURCE_DIR_{dep.name.upper()}", str(IN_ROOT_DEPS / dep.name), f"version {version.version}")
+    # The dependency sources are unpacked into the root; without one ORT's CMake fetches its own
+    # (pinned by its cmake/deps.txt).
+    for dep in selected_deps(recipe, version, toolchain, providers):
+        if dep.fetchcontent:
+            inside = IN_ROOT_DEPS / dep.name / dep.subdir if dep.subdir else IN_ROOT_DEPS / dep.name
+            put(f"FETCHCONTENT_SOURCE_DIR_{dep.name.upper()}", str(inside), f"version {version.version} [deps]")
     for key, value in toolchain.cmake.items():
         put(
             key,
@@ -410,4 +441,5 @@ def make_plan(
         # debug info keep it.
         strip=recipe.build_type in STRIPPED_BUILD_TYPES,
         compiler_cache=compiler_cache,
+        deps=selected_deps(recipe, version, toolchain, providers),
     )

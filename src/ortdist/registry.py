@@ -85,27 +85,61 @@ class DebianSource:
     @property
     def pool_path(self) -> str:
         """Debian pool layout: pool/main/<first letter, or libX>/<source>/<file>."""
-        prefix = self.package[:4] if self.package.startswith("lib") else self.package[0]
-        return f"pool/main/{prefix}/{self.package}/{self.orig_tarball}"
+        return f"{debian_pool_dir(self.package)}/{self.orig_tarball}"
+
+
+def debian_pool_dir(package: str) -> str:
+    """Debian pool layout: pool/main/<first letter, or libX>/<source package>."""
+    prefix = package[:4] if package.startswith("lib") else package[0]
+    return f"pool/main/{prefix}/{package}"
 
 
 @dataclass(frozen=True, kw_only=True)
-class SdistDependency:
+class DependencySource:
+    """[<version>.deps.<name>]: a dependency's pinned source, handed to ORT's CMake as
+    FETCHCONTENT_SOURCE_DIR_<NAME> (``name`` is ORT's FetchContent name), so ORT builds it the way
+    its own build does. From PyPI (an sdist) or Debian's pool (an orig tarball, or a binary .deb
+    whose files are unpacked, for a header-only library whose orig is not downloadable)."""
+
     name: str = field(metadata=KEY)
-    pypi_sdist: str
     version: str
     sha256: str
+    pypi_sdist: str = ""  # a PyPI project: its <project>-<version>.tar.gz
+    debian: str = ""  # a Debian source package: the pool directory that holds ``file``
+    file: str = ""
+    suite: str = ""  # the Debian suite whose Sources/Packages index lists the file and hash
+    subdir: str = ""  # the directory CMake gets, inside the unpacked tree
+    # Taken from source by every toolchain (onnx: a system libonnx registers the schemas twice);
+    # the others only by toolchains with deps_from_source.
+    always: bool = False
+    eps: tuple[str, ...] = ()  # only builds with one of these EPs need it
+    # Named by a toolchain define through {deps}/<name> rather than a FETCHCONTENT_SOURCE_DIR
+    # (pybind11's sdist has CMake package files but no CMakeLists.txt).
+    fetchcontent: bool = True
+    ort_pins: str = ""  # what ORT's cmake/deps.txt pins where this differs (the SBOM says so)
 
     @property
     def filename(self) -> str:
-        return f"{self.pypi_sdist}-{self.version}.tar.gz"
+        return self.file or f"{self.pypi_sdist}-{self.version}.tar.gz"
+
+    @property
+    def pool_path(self) -> str:
+        return f"{debian_pool_dir(self.debian)}/{self.file}"
+
+    @property
+    def is_deb(self) -> bool:
+        return self.filename.endswith(".deb")
+
+    @property
+    def project(self) -> str:
+        return self.pypi_sdist or self.debian
 
 
 @dataclass(frozen=True, kw_only=True)
 class OrtVersion:
     version: str = field(metadata=KEY)
     source: DebianSource
-    deps: tuple[SdistDependency, ...] = ()  # [<version>.deps.<name>] tables, in file order
+    deps: tuple[DependencySource, ...] = ()  # [<version>.deps.<name>] tables, in file order
     python_requires: tuple[str, ...] = field(default=())
 
 
@@ -217,6 +251,13 @@ def parse_ort_versions(data: dict[str, Any]) -> dict[str, OrtVersion]:
     out = convert_table(OrtVersion, data, origin=origin, error=DataError)
     for version, entry in out.items():
         pins = [("source.sha256", entry.source.sha256), *((f"deps.{d.name}.sha256", d.sha256) for d in entry.deps)]
+        for dep in entry.deps:
+            if bool(dep.pypi_sdist) == bool(dep.debian) or (dep.debian and not dep.file):
+                raise DataError(
+                    f"dependency {dep.name!r} must come from exactly one place",
+                    where=where(origin, f"{dotted('', version)}.deps.{dep.name}"),
+                    fix='pypi_sdist = "<project>", or debian = "<source package>" with file = "<pool file>"',
+                )
         for key, digest in pins:
             if not _SHA256.match(digest):
                 raise DataError(

@@ -27,6 +27,7 @@ from urllib.parse import quote
 from . import __version__
 from .errors import CheckError
 from .plan import BuildPlan
+from .registry import DependencySource
 
 SBOM_NAME = "ortdist.cdx.json"
 SPEC_VERSION = "1.6"
@@ -67,6 +68,12 @@ def original_soname(grafted_name: str) -> str:
 
 def _deb_purl(name: str, version: str, suite: str, arch: str = "amd64") -> str:
     return f"pkg:deb/debian/{name}@{quote(version, safe='')}?arch={arch}&distro={suite}"
+
+
+def _dependency_purl(dep: DependencySource) -> str:
+    if dep.pypi_sdist:
+        return f"pkg:pypi/{dep.pypi_sdist}@{dep.version}"
+    return _deb_purl(dep.debian, dep.version, dep.suite, "all" if dep.is_deb else "source")
 
 
 def _hash(sha256: str) -> list[dict[str, str]]:
@@ -112,13 +119,15 @@ def make_sbom(inputs: SbomInputs, subject: Mapping[str, str]) -> dict[str, Any]:
         {
             "type": "library",
             "bom-ref": f"source:{dep.name}",
-            "name": dep.pypi_sdist,
+            "name": dep.project,
             "version": dep.version,
-            "purl": f"pkg:pypi/{dep.pypi_sdist}@{dep.version}",
-            "description": f"C++ sources compiled into ONNX Runtime ({dep.name})",
+            "purl": _dependency_purl(dep),
+            "description": f"C++ sources compiled into ONNX Runtime ({dep.name} from {dep.filename}"
+            + (f"; ORT pins {dep.ort_pins}" if dep.ort_pins else "")
+            + ")",
             "hashes": _hash(dep.sha256),
         }
-        for dep in ort.deps
+        for dep in plan.deps
     ]
     components.append(
         {
@@ -139,6 +148,20 @@ def make_sbom(inputs: SbomInputs, subject: Mapping[str, str]) -> dict[str, Any]:
         }
         for name, version in sorted(plan.toolchain.python_tools.items())
     ]
+    compiler = plan.toolchain.compiler
+    if compiler is not None:
+        components.append(
+            {
+                "type": "application",
+                "bom-ref": f"compiler:{compiler.wheel}",
+                "name": compiler.wheel,
+                "version": compiler.version,
+                "purl": f"pkg:pypi/{compiler.wheel}@{compiler.version}",
+                "description": f"{compiler.description}; its glibc {compiler.glibc} sysroot is what the "
+                "binaries link against",
+                "hashes": _hash(compiler.sha256),
+            }
+        )
     used = {ep.name for ep in plan.providers}
     components += [
         {
@@ -237,7 +260,7 @@ def make_sbom(inputs: SbomInputs, subject: Mapping[str, str]) -> dict[str, Any]:
                 "ref": "subject",
                 "dependsOn": [
                     "source:onnxruntime",
-                    *(f"source:{d.name}" for d in ort.deps),
+                    *(f"source:{d.name}" for d in plan.deps),
                     *(f"bundled:{f.path}" for f in sorted(inputs.bundled, key=lambda b: b.path)),
                 ],
             }

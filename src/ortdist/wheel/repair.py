@@ -47,3 +47,31 @@ def single_wheel(directory: Path) -> Path:
             "was left behind; rerun with --fresh",
         )
     return wheels[0]
+
+
+_MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_")
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+
+
+def required_glibc(wheel_name: str) -> tuple[int, int] | None:
+    """The glibc a repaired wheel's platform tag asks for (the oldest of its compressed tags), or
+    None for a wheel with no manylinux tag."""
+    found = [(int(a), int(b)) for a, b in _MANYLINUX.findall(wheel_name)]
+    found += [glibc for legacy, glibc in _LEGACY.items() if f"{legacy}_" in wheel_name]
+    return min(found) if found else None
+
+
+def check_glibc_promise(wheel_name: str, glibc: str, toolchain: str) -> None:
+    """A wheel tagged for a newer glibc than its toolchain promises links a newer symbol than the
+    toolchain's C library has: something came from outside its sysroot."""
+    needed = required_glibc(wheel_name)
+    promised = tuple(int(part) for part in glibc.split("."))
+    if needed is not None and needed > promised:
+        raise PackageError(
+            f"auditwheel tagged {wheel_name} for glibc {needed[0]}.{needed[1]}, newer than the {glibc} "
+            f"toolchain {toolchain} promises",
+            where=wheel_name,
+            fix="a library or object in the wheel needs a newer glibc symbol than the toolchain's sysroot has: "
+            "`auditwheel show` in logs/repair*.log names the symbol versions; find what linked it "
+            "(a dependency built outside the toolchain, or a header from the build root)",
+        )

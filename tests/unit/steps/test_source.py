@@ -25,6 +25,7 @@ class FakeSources:
         self.downloads = downloads
         monkeypatch.setattr(sources, "fetch", self.fetch)
         monkeypatch.setattr(sources, "unpack", self.unpack)
+        monkeypatch.setattr(sources, "unpack_dependency", lambda archive, dest, subdir="": self.unpack(archive, dest))
         monkeypatch.setattr(sources, "pypi_sdist_url", lambda project, name: f"https://pypi.test/{project}/{name}")
         monkeypatch.setattr(patches, "apply_series", self.apply_series)
         monkeypatch.setattr(source, "require_host_tools", lambda *tools: None)
@@ -48,17 +49,22 @@ def test_the_debian_source_is_fetched_unpacked_and_patched(make_env: MakeEnv, mo
     fake = FakeSources(monkeypatch, env.ctx.cache.downloads)
     out = source.run(env.ctx, env.state)
     pin = env.plan.version.source
-    orig, onnx = fake.fetched
+    orig, onnx, *others = fake.fetched
     assert (orig.filename, orig.sha256) == (pin.orig_tarball, pin.sha256)
     assert orig.url.endswith(pin.pool_path)
-    dep = env.plan.version.deps[0]
+    dep = env.plan.deps[0]
     assert (onnx.filename, onnx.sha256, onnx.url) == (
         dep.filename,
         dep.sha256,
         f"https://pypi.test/onnx/{dep.filename}",
     )
+    # The portable toolchain compiles every dependency from source: Debian's pool or PyPI, each pinned.
+    abseil = next(d for d in env.plan.deps if d.name == "abseil_cpp")
+    assert (others[0].filename, others[0].sha256) == (abseil.filename, abseil.sha256)
+    assert others[0].url == f"http://deb.debian.org/debian/pool/main/a/abseil/{abseil.filename}"
+    assert [p.filename for p in fake.fetched[1:]] == [d.filename for d in env.plan.deps]
     tree = env.layout.source.host
-    assert [name for name, _ in fake.unpacked] == [pin.orig_tarball, dep.filename]
+    assert [name for name, _ in fake.unpacked] == [pin.orig_tarball, *(d.filename for d in env.plan.deps)]
     assert fake.unpacked[1][1] == env.layout.deps["onnx"].host
     # The series applies to the pristine copy before it becomes the tree; CUDA's patch is not in a CPU plan.
     names = tuple(p.name for p in env.plan.patches)
@@ -108,8 +114,9 @@ def test_a_local_tree_is_copied_afresh_every_run(
     recipe.write_text(text + '\n[source]\nkind = "path"\npath = "../ort-checkout"\n')
     env = make_env(str(recipe))
     fake = FakeSources(monkeypatch, env.ctx.cache.downloads)
-    (env.layout.deps["onnx"].host).mkdir(parents=True)  # already unpacked and recorded: nothing to fetch
-    treecheck.record(env.layout.deps["onnx"].host)
+    for place in env.layout.deps.values():  # already unpacked and recorded: nothing to fetch
+        place.host.mkdir(parents=True)
+        treecheck.record(place.host)
     out = source.run(env.ctx, env.state)
     assert fake.fetched == []
     assert out.record == {"kind": "path", "url": "", "tag": "", "path": "../ort-checkout", "sha256": ""}
@@ -131,7 +138,7 @@ def test_a_tampered_tree_is_made_again_by_the_step(make_env: MakeEnv, monkeypatc
     source.run(env.ctx, env.state)
     assert [name for name, _ in fake.unpacked] == [
         env.plan.version.source.orig_tarball,
-        env.plan.version.deps[0].filename,
+        env.plan.deps[0].filename,
     ]
     assert (env.layout.source.host / "CMakeLists.txt").read_text() == env.plan.version.source.orig_tarball
     fake.unpacked.clear()

@@ -40,9 +40,12 @@ def run(ctx: BuildContext, state: BuildState) -> Source:
         prepare_tree(tree, fill, plan.patches)
     else:
         ensure_tree(tree, fill, plan.patches)
-    for dep in plan.version.deps:
+    if any(dep.is_deb for dep in plan.deps):
+        require_host_tools("dpkg-deb")
+    for dep in plan.deps:
         target = ctx.layout.deps[dep.name].host
         if not (target.is_dir() and treecheck.reuse(target, f"{dep.name} source tree", source_exclude)):
-            sources.unpack(sources.fetch(sources.sdist(dep), ctx.cache.downloads), target)
+            archive = sources.fetch(sources.dependency(dep), ctx.cache.downloads)
+            sources.unpack_dependency(archive, target, dep.subdir)
             treecheck.record(target, source_exclude)
     return Source(record=record, patches=tuple({"name": p.name, "sha256": p.sha256} for p in plan.patches))
