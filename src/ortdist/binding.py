@@ -106,3 +106,26 @@ def binding_ninja(ninja_commands: str, main: Headers, other: Headers, out_dir: s
         "",
     ]
     return "\n".join(lines)
+
+
+def top_ninja(files: list[str]) -> str:
+    """One ninja file over every version's own (each keeps its rules in its own scope)."""
+    return "# ortdist: the binding of every extra CPython, in one ninja run\n" + "".join(
+        f"subninja {f}\n" for f in files
+    )
+
+
+def command_seconds(ninja_log: str, out_dirs: dict[str, str]) -> dict[str, float]:
+    """Per version, the seconds its commands ran (``.ninja_log``: start and end in ms, then the
+    output): compile time, which overlaps between versions as they share the cores. A command run
+    again (an incremental rebuild) counts with its last run only; a version with none counts 0."""
+    last: dict[str, tuple[int, int]] = {}
+    for line in ninja_log.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 4 and fields[0].isdigit() and fields[1].isdigit():
+            last[fields[3]] = (int(fields[0]), int(fields[1]))
+    out: dict[str, float] = {}
+    for version, directory in out_dirs.items():
+        spans = [end - start for output, (start, end) in last.items() if output.startswith(directory + "/")]
+        out[version] = round(sum(spans) / 1000, 1)
+    return out

@@ -218,6 +218,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for dep in facts["deps"]:
         print(f"  compiled:  {dep}")
     print(f"  toolchain: {facts['toolchain']}")
+    if facts["compiler"]:
+        print(f"  compiler:  {facts['compiler']}")
     for lib in facts["bundled"]:
         print(f"  bundled:   {lib['file']}  <- {lib['from'] or 'unknown package'}")
     if args.packages:

@@ -197,7 +197,8 @@ def _sbom_summary(r: RecipeReport) -> str:
         f"<ul class='sbom'><li>source: onnxruntime {_e(s['source']['version'])}, sha256 "
         f"<code>{_e(s['source']['sha256'])}</code></li><li>patches:<ul>{patches}</ul></li>"
         f"<li>compiled in: {_e(', '.join(s['deps']))}</li><li>toolchain: {_e(s['toolchain'])}</li>"
-        f"<li>bundled libraries: {bundled} from {_e(', '.join(origins) or '-')}</li></ul>"
+        + (f"<li>compiler: {_e(s['compiler'])}</li>" if s.get("compiler") else "")
+        + f"<li>bundled libraries: {bundled} from {_e(', '.join(origins) or '-')}</li></ul>"
     )
 
 

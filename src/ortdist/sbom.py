@@ -284,6 +284,7 @@ def summary(document: Mapping[str, Any]) -> dict[str, Any]:
     source: dict[str, Any] = next((c for c in comps if c.get("bom-ref") == "source:onnxruntime"), {})
     platform: dict[str, Any] = next((c for c in comps if c.get("type") == "platform"), {})
     packages = len(platform.get("components", []))
+    compiler: dict[str, Any] = next((c for c in comps if str(c.get("bom-ref", "")).startswith("compiler:")), {})
     return {
         "subject": f"{meta.get('component', {}).get('name')} {meta.get('component', {}).get('version')}",
         "recipe": props.get("ortdist:recipe"),
@@ -295,6 +296,7 @@ def summary(document: Mapping[str, Any]) -> dict[str, Any]:
             "patches": [p["diff"]["url"] for p in source.get("pedigree", {}).get("patches", [])],
         },
         "toolchain": f"{platform.get('name')} {platform.get('version')} ({packages} packages)",
+        "compiler": f"{compiler['name']} {compiler['version']}: {compiler.get('description', '')}" if compiler else "",
         "bundled": [
             {
                 "file": c["name"],

@@ -33,6 +33,11 @@ def ortdist(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# recipes/cpu-linux.toml's toolchain: GCC 11 and a glibc 2.17 sysroot, every dependency from source.
+TOOLCHAIN = "portable-glibc2.17"
+PORTABLE_GLIBC = (2, 17)
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:
     project = Path(__file__).resolve().parents[2]
@@ -129,7 +134,7 @@ def official_smoke(
 
     project = Path(__file__).resolve().parents[2]
     official = download_official_wheel(tmp_path_factory.mktemp("official"), python="3.13")
-    toolchain = make_toolchain(load_toolchain(project, "debian-trixie"))
+    toolchain = make_toolchain(load_toolchain(project, TOOLCHAIN))
     report, _ = smoke_wheel(official, tmp_path_factory.mktemp("base"), Cache.default(), toolchain)
     assert report["passed"]
     return report
@@ -145,7 +150,7 @@ def our_smoke(
     from ortdist.toolchains import load_toolchain, make_toolchain
 
     project = Path(__file__).resolve().parents[2]
-    toolchain = make_toolchain(load_toolchain(project, "debian-trixie"))
+    toolchain = make_toolchain(load_toolchain(project, TOOLCHAIN))
     out, manifest, _ = built
     results = {}
     for art in (a for a in manifest["artifacts"] if a["kind"] == "wheel"):
@@ -161,10 +166,7 @@ def test_smoke_suite_passes_with_parity_to_the_official_wheel(
     """Our cp313 wheel in the clean root, against PyPI's cp313 wheel as the node-test baseline."""
     report, verdicts = our_smoke["3.13"]
     assert report["passed"], [v.message for v in verdicts if not v.passed]
-    from ortdist.smoke.env import host_glibc, host_python
-
-    host_fits = host_glibc() >= (2, 39) and host_python("3.13") is not None
-    assert report["environment"]["kind"] == ("host" if host_fits else "root")
+    assert report["environment"]["kind"] == expected_smoke_environment(PORTABLE_GLIBC, "3.13")
     assert report["claims_from"] == "build record"
     assert report["regressions"] == {"CPUExecutionProvider": []}
     ours = report["node_tests"]["CPUExecutionProvider"]
@@ -185,12 +187,27 @@ def test_wheel_and_archive_carry_an_sbom_that_inspect_prints(built: tuple[Path, 
         )
         assert "patch:     patches/1.21.0/0001-eigen-3.4.0-nan-propagating-min-max.patch" in proc.stdout
         assert "compiled:  onnx 1.17.0" in proc.stdout
+        # Every dependency is compiled in from its pinned source, named with its version.
+        for dep in ("abseil 20240722.0", "protobuf 3.21.12", "re2 20240702", "cpuinfo 0.0~git20250905.877328f"):
+            assert f"compiled:  {dep}" in proc.stdout, proc.stdout
+        assert "ppbt 0.1.8" in proc.stdout and "glibc 2.17" in proc.stdout, proc.stdout
     wheel = next(a for a in manifest["artifacts"] if a["kind"] == "wheel")
     proc = ortdist(project, "inspect", str(out / wheel["path"]))
-    # Every library auditwheel grafted is named with the Debian package it came from.
-    bundled = [line for line in proc.stdout.splitlines() if line.startswith("  bundled:")]
-    assert bundled and all("<- unknown package" not in line for line in bundled), bundled
-    assert any("libre2" in line and "<- libre2-11" in line for line in bundled), bundled
+    # Nothing grafted: abseil, protobuf, re2 and cpuinfo are linked in statically.
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("  bundled:")], proc.stdout
+
+
+def test_wheels_are_manylinux_2_17_with_nothing_grafted(built: tuple[Path, dict[str, Any], str]) -> None:
+    """The portable toolchain's promise: every wheel installs on glibc 2.17 and newer, and carries
+    no <dist>.libs/ (the dependencies are compiled into libonnxruntime.so and the binding)."""
+    from ortdist.wheel.repair import required_glibc
+
+    out, manifest, _ = built
+    for art in (a for a in manifest["artifacts"] if a["kind"] == "wheel"):
+        assert required_glibc(art["path"]) == PORTABLE_GLIBC, art["path"]
+        assert "manylinux_2_17_x86_64" in art["tag"], art["tag"]
+        with zipfile.ZipFile(out / art["path"]) as zf:
+            assert not [n for n in zf.namelist() if n.startswith("onnxruntime.libs/")], art["path"]
 
 
 def test_an_offline_rebuild_after_rm_rf_is_served_by_ccache_and_byte_identical(
@@ -304,7 +321,7 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     out, manifest, _ = built
     project = Path(__file__).resolve().parents[2]
     wheel = out / next(a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel")
-    toolchain = make_toolchain(load_toolchain(project, "debian-trixie"))
+    toolchain = make_toolchain(load_toolchain(project, TOOLCHAIN))
     smoke_wheel(wheel, out / "smoke", Cache.default(), toolchain, with_node_tests=False)
     dist = out.parent
     png = dist / "report.png"
@@ -320,7 +337,7 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     groups, _ = wheel_space(wheel)
     assert f'data-rendered="{len(groups)}"' in dom
     assert dom.count('class="bar"') == len(groups)
-    assert "libabsl20240722" in dom  # SBOM summary: where bundled libraries came from
+    assert "abseil" in dom and "ppbt" in dom  # SBOM summary: the sources compiled in, and the compiler
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     kept = project / "dist" / "report-test-screenshot.png"
     kept.parent.mkdir(exist_ok=True)
@@ -366,7 +383,7 @@ def test_one_core_five_pythons(
         assert manifest["clean_root_check_other_python"][version]["ok"] is True
         report, verdicts = our_smoke[version]
         assert report["passed"], (version, [v.message for v in verdicts if not v.passed])
-        assert report["environment"]["kind"] == expected_smoke_environment((2, 39), version)
+        assert report["environment"]["kind"] == expected_smoke_environment(PORTABLE_GLIBC, version)
         assert report["version"] == "1.21.0"
         assert report["regressions"] == {"CPUExecutionProvider": []}, version
         assert report["node_tests"]["CPUExecutionProvider"] == node, version

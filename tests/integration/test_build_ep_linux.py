@@ -70,7 +70,10 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module", params=CASES, ids=[c.recipe for c in CASES])
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(c, id=c.recipe, marks=pytest.mark.recipe_tree(c.recipe)) for c in CASES],
+)
 def built(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[EpCase, Path, dict[str, Any]]:

@@ -45,7 +45,10 @@ def build(recipe: str, dist: Path) -> tuple[Path, dict[str, Any]]:
     return out, json.loads((out / "manifest.json").read_text())
 
 
-@pytest.fixture(scope="module", params=["slim-linux", "slim-linux-aarch64"])
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(r, id=r, marks=pytest.mark.recipe_tree(r)) for r in ("slim-linux", "slim-linux-aarch64")],
+)
 def slim(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     return build(request.param, tmp_path_factory.mktemp("dist"))
 

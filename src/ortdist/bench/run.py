@@ -284,14 +284,20 @@ def _ratio(ours: float | None, theirs: float | None) -> str:
 
 def release_cost(build: dict[str, Any]) -> dict[str, float] | None:
     """What the extra CPythons cost in the measured cold build. ``one_python_s`` is that build less
-    every version-specific step of the others (binding, wheel, repair, check: each timed per version
-    in the same run); ``per_python_rebuild_s`` is build.py's cold build once per version, as ORT's
-    packaging and conda-forge build every Python from scratch (it neither packages nor checks)."""
+    every version-specific step of the others: the binding step (all of them, in one ninja run; its
+    wall time) and each one's wheel, repair and check (timed per version in the same run);
+    ``per_python_rebuild_s`` is build.py's cold build once per version, as ORT's packaging and
+    conda-forge build every Python from scratch (it neither packages nor checks)."""
     total, versions = build.get("ours_cold_s"), build.get("ours_cold_python_versions") or {}
     if total is None or len(versions) < 2:
         return None
     # The root's own Python needs no binding of its own: its steps are part of any build.
-    extra = sum(sum(times.values()) for times in versions.values() if "binding_s" in times)
+    others = [times for times in versions.values() if "binding_s" in times]
+    binding_wall = (build.get("ours_cold_steps") or {}).get("binding")
+    if binding_wall is None:  # a run from before the one-ninja binding step: its per-version times
+        extra = sum(sum(times.values()) for times in others)
+    else:
+        extra = binding_wall + sum(v for times in others for k, v in times.items() if k != "binding_s")
     one = total - extra
     figures = {"pythons": float(len(versions)), "release_s": total, "one_python_s": one, "ratio": total / one}
     if build.get("buildpy_cold_s"):

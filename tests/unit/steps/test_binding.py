@@ -40,7 +40,9 @@ def test_only_the_extra_python_gets_a_binding_compiled(make_env: MakeEnv) -> Non
     out = binding.run(env.ctx, env.state)
     listing, compile_ = env.runner.commands
     assert listing.argv == ("ninja", "-C", "/ortdist/build", "-t", "commands", "onnxruntime_pybind11_state")
-    assert compile_.argv == ("ninja", "-C", "/ortdist/work/binding-3.11", "-j", "2")
+    assert compile_.argv == ("ninja", "-C", "/ortdist/work/bindings", "-j", "2")
+    top = (env.layout.work.host / "bindings" / "build.ninja").read_text()
+    assert "subninja /ortdist/work/binding-3.11/build.ninja\n" in top
     assert compile_.root == env.state.roots.build
     overlay = [b for b in compile_.binds if str(b.inside) == "/ortdist/python/3.11"]
     assert [(b.host, b.read_only) for b in overlay] == [(env.state.roots.pythons["3.11"], True)]
@@ -55,8 +57,8 @@ def test_only_the_extra_python_gets_a_binding_compiled(make_env: MakeEnv) -> Non
 
 def test_a_failed_binding_compile_names_the_python(make_env: MakeEnv) -> None:
     env = ready(make_env("cpu-linux", python=("3.13", "3.11")))
-    env.runner.on("ninja -C /ortdist/work/binding-3.11", returncode=1)
-    with pytest.raises(BuildError, match=r"compiling the Python 3\.11 binding failed"):
+    env.runner.on("ninja -C /ortdist/work/bindings", returncode=1)
+    with pytest.raises(BuildError, match=r"compiling the Python binding for 3\.11 failed"):
         binding.run(env.ctx, env.state)
 
 
@@ -66,3 +68,26 @@ def test_a_main_build_without_the_binding_is_refused(make_env: MakeEnv) -> None:
     with pytest.raises(BuildError, match="_Python_INCLUDE_DIR"):
         binding.run(env.ctx, env.state)
     assert env.runner.commands == []
+
+
+def test_every_extra_version_compiles_in_one_ninja_run_timed_from_its_log(make_env: MakeEnv) -> None:
+    """One ninja over all versions' files (no idle core between versions); each version's seconds
+    are its own commands' times from .ninja_log, the last run of a command counting once."""
+    env = ready(make_env("cpu-linux", python=("3.13", "3.10", "3.11")))
+
+    def compile_all(cmd: object) -> None:
+        log = env.layout.work.host / "bindings" / ".ninja_log"
+        log.write_text(
+            "# ninja log v6\n"
+            f"0\t4000\t0\t/ortdist/work/binding-3.10/{OBJ}/a.cc.o\t1\n"
+            f"100\t3100\t0\t/ortdist/work/binding-3.11/{OBJ}/a.cc.o\t2\n"
+            "4000\t4500\t0\t/ortdist/work/binding-3.10/onnxruntime_pybind11_state.so\t3\n"
+            f"5000\t7000\t0\t/ortdist/work/binding-3.11/{OBJ}/a.cc.o\t4\n"
+        )
+
+    env.runner.on("ninja -C /ortdist/work/bindings", compile_all)
+    out = binding.run(env.ctx, env.state)
+    assert [c.argv[:3] for c in env.runner.commands][1:] == [("ninja", "-C", "/ortdist/work/bindings")]
+    top = (env.layout.work.host / "bindings" / "build.ninja").read_text()
+    assert top.count("subninja ") == 2 and "/ortdist/work/binding-3.10/build.ninja" in top
+    assert out.times.seconds == {"3.10": 4.5, "3.11": 2.0}

@@ -3,8 +3,6 @@ build's own binding commands with the other version's headers (see ortdist.bindi
 
 from __future__ import annotations
 
-import time
-
 from ... import binding
 from ...errors import BuildError
 from ...toolchains.debian_sysroot import python_layout
@@ -13,6 +11,9 @@ from ..state import Bindings, BuildState, PerPython
 
 
 def run(ctx: BuildContext, state: BuildState) -> Bindings:
+    """Every extra version's ninja file, and one ninja run over all of them (``subninja``): the
+    versions' compiles share the cores, with no idle core while one version's last, largest unit
+    (onnxruntime_pybind_state.cc) compiles alone."""
     build = ctx.layout.build
     main = binding.main_build_headers((build.host / "CMakeCache.txt").read_text(encoding="utf-8"))
     listed = ctx.runner.capture(
@@ -20,9 +21,8 @@ def run(ctx: BuildContext, state: BuildState) -> Bindings:
         error=BuildError,
         what="listing the binding's build commands",
     ).stdout
-    modules, seconds = {}, {}
+    modules, files = {}, []
     for version in ctx.plan.extra_python:
-        started = time.monotonic()
         layout = python_layout(version)
         out = ctx.layout.work / f"binding-{version}"
         out.host.mkdir(parents=True, exist_ok=True)
@@ -32,13 +32,19 @@ def run(ctx: BuildContext, state: BuildState) -> Bindings:
         (out.host / "build.ninja").write_text(
             binding.binding_ninja(listed, main, headers, str(out.inside), str(build.inside)), encoding="utf-8"
         )
-        with ctx.open_log(f"binding-{version}") as log:
-            ctx.runner.call(
-                ctx.in_root(state.roots, ["ninja", "-C", str(out.inside), "-j", str(ctx.jobs)]),
-                log=log,
-                error=BuildError,
-                what=f"compiling the Python {version} binding",
-            )
+        files.append(str(out.inside / "build.ninja"))
         modules[version] = out.host / binding.MODULE
-        seconds[version] = round(time.monotonic() - started, 1)
+    top = ctx.layout.work / "bindings"
+    top.host.mkdir(parents=True, exist_ok=True)
+    (top.host / "build.ninja").write_text(binding.top_ninja(files), encoding="utf-8")
+    with ctx.open_log("binding") as log:
+        ctx.runner.call(
+            ctx.in_root(state.roots, ["ninja", "-C", str(top.inside), "-j", str(ctx.jobs)]),
+            log=log,
+            error=BuildError,
+            what=f"compiling the Python binding for {', '.join(ctx.plan.extra_python)}",
+        )
+    log_file = top.host / ".ninja_log"
+    text = log_file.read_text(encoding="utf-8") if log_file.is_file() else ""
+    seconds = binding.command_seconds(text, {v: str(ctx.layout.work.inside / f"binding-{v}") for v in modules})
     return Bindings(modules=modules, times=PerPython("binding_s", seconds, timed=True))
