@@ -73,7 +73,9 @@ def _deb_purl(name: str, version: str, suite: str, arch: str = "amd64") -> str:
 def _dependency_purl(dep: DependencySource) -> str:
     if dep.pypi_sdist:
         return f"pkg:pypi/{dep.pypi_sdist}@{dep.version}"
-    return _deb_purl(dep.debian, dep.version, dep.suite, "all" if dep.is_deb else "source")
+    if dep.is_deb:  # a binary package: the purl names it (<package>_<version>_<arch>.deb), not its source
+        return _deb_purl(dep.filename.split("_", 1)[0], dep.version, dep.suite, "all")
+    return _deb_purl(dep.debian, dep.version, dep.suite, "source")
 
 
 def _hash(sha256: str) -> list[dict[str, str]]:

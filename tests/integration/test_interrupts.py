@@ -33,6 +33,7 @@ import pytest
 from ortdist import children
 from ortdist.paths import Cache
 from ortdist.pipeline import driver
+from ortdist.plan import BuildPlan
 from ortdist.registry import ort_versions
 
 pytestmark = [
@@ -179,10 +180,12 @@ def assert_interrupted(run: Run, code: int, expected: int, signame: str) -> None
 
 
 class Mirror:
-    """A Debian mirror serving the cached ORT orig tarball, trickled (64 KiB per 0.2 s) while ``slow``."""
+    """A Debian mirror serving cached pool files; ``trickled`` (the ORT orig tarball) comes 64 KiB per
+    0.2 s while ``slow`` is set."""
 
-    def __init__(self, files: dict[str, Path]) -> None:
+    def __init__(self, files: dict[str, Path], trickled: str) -> None:
         self.files = files
+        self.trickled = trickled
         self.slow = threading.Event()
         self.served: list[str] = []
         mirror = self
@@ -198,11 +201,12 @@ class Mirror:
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                step = 1 << 16 if mirror.slow.is_set() else len(data)
+                slow = mirror.slow.is_set() and self.path == mirror.trickled
+                step = 1 << 16 if slow else len(data)
                 with contextlib.suppress(OSError):
                     for start in range(0, len(data), step):
                         self.wfile.write(data[start : start + step])
-                        if mirror.slow.is_set():
+                        if slow:
                             time.sleep(0.2)
 
             def log_message(self, *_args: object) -> None:
@@ -221,12 +225,16 @@ def recipe(tmp_path: Path) -> Path:
     return path
 
 
-def build_root_name() -> str:
+def plan_recipe(recipe: str | Path) -> BuildPlan:
     from ortdist.project import plan_for
+
+    return plan_for(str(recipe), PROJECT)[0]
+
+
+def build_root_name() -> str:
     from ortdist.toolchains import make_toolchain
 
-    plan, _ = plan_for("cpu-linux", PROJECT)
-    return make_toolchain(plan.toolchain).build_root_path(Cache(Path("/c"))).name
+    return make_toolchain(plan_recipe("cpu-linux").toolchain).build_root_path(Cache(Path("/c"))).name
 
 
 @pytest.fixture
@@ -253,7 +261,15 @@ def test_a_build_interrupted_at_each_boundary_resumes(tmp_path: Path, recipe: Pa
     tarball = WARM.downloads / source.orig_tarball
     if not tarball.is_file():
         pytest.skip(f"no cached {tarball}")
-    mirror = Mirror({f"/debian/{source.pool_path}": tarball})
+    files = {f"/debian/{source.pool_path}": tarball}
+    # The dependencies the toolchain compiles from Debian's pool come from the same mirror, at full speed.
+    for dep in plan_recipe(recipe).deps:
+        if dep.debian:
+            cached = WARM.downloads / dep.filename
+            if not cached.is_file():
+                pytest.skip(f"no cached {cached}")
+            files[f"/debian/{dep.pool_path}"] = cached
+    mirror = Mirror(files, trickled=f"/debian/{source.pool_path}")
     env = {"ORTDIST_DEBIAN_MIRROR": mirror.url}
     times: dict[str, float] = {}
     sysroots, sources_dir = cache / "sysroots", cache / "sources"
@@ -273,7 +289,7 @@ def test_a_build_interrupted_at_each_boundary_resumes(tmp_path: Path, recipe: Pa
         run = Run(cache, recipe, env)
         run.wait_until(
             "a partial download",
-            lambda: any(p.stat().st_size > 0 for p in (cache / "downloads").glob(".*.part")),
+            lambda: any(p.stat().st_size > 0 for p in (cache / "downloads").glob(f".{source.orig_tarball}.*.part")),
             timeout=600,
         )
         run.interrupt(signal.SIGINT)

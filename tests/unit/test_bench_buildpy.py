@@ -76,11 +76,12 @@ def test_every_plan_define_but_the_build_type_rides_in_extra_defines(cpu: BuildP
     assert not any(d.startswith("CMAKE_BUILD_TYPE=") for d in defines)  # --config sets it, last
     for needed in (
         "onnxruntime_BUILD_UNIT_TESTS=OFF",
-        "FETCHCONTENT_TRY_FIND_PACKAGE_MODE=ALWAYS",
         "FETCHCONTENT_FULLY_DISCONNECTED=ON",
         "FETCHCONTENT_SOURCE_DIR_ONNX=/ortdist/deps/onnx",
-        "re2_DIR=/ortdist/shims/re2",
-        "Protobuf_DIR=/ortdist/shims/protobuf",
+        "FETCHCONTENT_SOURCE_DIR_MP11=/ortdist/deps/mp11/libs/mp11",
+        "CMAKE_CXX_COMPILER=/opt/ortdist-compiler/bin/x86_64-linux-gnu-g++",
+        "CMAKE_FIND_ROOT_PATH=/ortdist/deps/pybind11/pybind11",
+        "CMAKE_SHARED_LINKER_FLAGS=-static-libstdc++ -static-libgcc -Wl,-z,noexecstack",
         "ONNX_CUSTOM_PROTOC_EXECUTABLE=/usr/bin/protoc",
         "Python_EXECUTABLE=/usr/bin/python3",
         "CMAKE_CXX_COMPILER_LAUNCHER=ccache",
@@ -90,6 +91,18 @@ def test_every_plan_define_but_the_build_type_rides_in_extra_defines(cpu: BuildP
     # argparse would read a word starting with '-' as a flag, one starting with '@' as a file.
     assert not [d for d in defines if d.startswith(("-", "@")) or "=" not in d]
     assert set(ORTDIST_ONLY_DEFINES) <= set(extra_defines(cpu))
+
+
+def test_a_debian_trixie_plans_find_package_defines_ride_along(
+    project: Path, recipe_from: Callable[..., Recipe]
+) -> None:
+    """build.py gets the root's -dev packages the same way ortdist's own configure does."""
+    defines = extra_defines(plan_of(project, recipe_from("")))
+    assert defines["FETCHCONTENT_TRY_FIND_PACKAGE_MODE"] == "ALWAYS"
+    assert defines["FETCHCONTENT_SOURCE_DIR_ONNX"] == "/ortdist/deps/onnx"
+    assert defines["re2_DIR"] == "/ortdist/shims/re2"
+    assert defines["Protobuf_DIR"] == "/ortdist/shims/protobuf"
+    assert "FETCHCONTENT_SOURCE_DIR_RE2" not in defines
 
 
 def test_plan_values_win_over_restored_defaults(project: Path, recipe_from: Callable[..., Recipe]) -> None:

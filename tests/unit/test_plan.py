@@ -30,9 +30,32 @@ def test_cpu_linux_plan(project: Path) -> None:
     assert d["onnxruntime_ENABLE_PYTHON"] == "ON"
     assert d["onnxruntime_BUILD_UNIT_TESTS"] == "OFF"
     assert d["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
-    assert d["FETCHCONTENT_TRY_FIND_PACKAGE_MODE"] == "ALWAYS"
-    assert d["FETCHCONTENT_SOURCE_DIR_ONNX"] == "/ortdist/deps/onnx"
-    assert d["re2_DIR"] == "/ortdist/shims/re2"  # {shims} substituted
+    assert plan.toolchain.name == "portable-glibc2.17"
+    # Every dependency from its pinned source: each one's tree (or the subdir of it CMake wants).
+    assert [dep.name for dep in plan.deps] == [
+        "onnx", "abseil_cpp", "protobuf", "utf8_range", "re2", "flatbuffers", "eigen", "date",
+        "nlohmann_json", "gsl", "dlpack", "pytorch_cpuinfo", "safeint", "mp11", "pybind11",
+    ]  # fmt: skip
+    for dep in plan.deps:
+        key = f"FETCHCONTENT_SOURCE_DIR_{dep.name.upper()}"
+        if not dep.fetchcontent:
+            assert key not in d, dep.name
+            continue
+        assert d[key] == "/".join(filter(None, ("/ortdist/deps", dep.name, dep.subdir))), dep.name
+        assert plan.define_sources[key] == "version 1.21.0 [deps]"
+    assert d["FETCHCONTENT_SOURCE_DIR_UTF8_RANGE"] == "/ortdist/deps/utf8_range/third_party/utf8_range"
+    assert d["FETCHCONTENT_SOURCE_DIR_SAFEINT"] == "/ortdist/deps/safeint/usr/include/safeint"
+    assert d["FETCHCONTENT_SOURCE_DIR_MP11"] == "/ortdist/deps/mp11/libs/mp11"
+    # pybind11's sdist has no CMakeLists.txt: its CMake package is found through the find root.
+    assert "FETCHCONTENT_SOURCE_DIR_PYBIND11" not in d
+    assert d["CMAKE_FIND_ROOT_PATH"] == "/ortdist/deps/pybind11/pybind11"  # {deps} substituted
+    assert d["CMAKE_CXX_COMPILER"] == "/opt/ortdist-compiler/bin/x86_64-linux-gnu-g++"  # {compiler} substituted
+    assert d["CMAKE_SYSROOT"] == "/opt/ortdist-compiler/x86_64-linux-gnu/sysroot"
+    assert not [k for k, v in d.items() if "{" in v], "every placeholder substituted"
+    # Nothing from the root's -dev packages: no shims, no find_package before FetchContent.
+    assert "FETCHCONTENT_TRY_FIND_PACKAGE_MODE" not in d
+    assert not [k for k, v in d.items() if "/ortdist/shims" in v]
+    assert not plan.toolchain.shims
     assert not [k for k in d if k.startswith("onnxruntime_USE_")]
     assert plan.steps == (
         "toolchain",
@@ -63,6 +86,74 @@ def test_cpu_linux_plan(project: Path) -> None:
     assert argv[:7] == ["cmake", "-G", "Ninja", "-S", "/ortdist/source/cmake", "-B", "/ortdist/build"]
     assert "-Donnxruntime_ENABLE_PYTHON=ON" in argv
     assert plan.build_argv(2) == ["cmake", "--build", "/ortdist/build", "--parallel", "2"]
+
+
+def test_a_debian_trixie_plan_takes_the_roots_libraries(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    """debian-trixie links the root's -dev packages: only onnx (``always``) comes from source, and
+    CMake finds the rest through find_package and the shims."""
+    plan = plan_of(project, recipe_from(""))
+    d = plan.cmake_defines
+    assert plan.toolchain.name == "debian-trixie" and not plan.toolchain.deps_from_source
+    assert [dep.name for dep in plan.deps] == ["onnx"]
+    assert d["FETCHCONTENT_TRY_FIND_PACKAGE_MODE"] == "ALWAYS"
+    assert d["FETCHCONTENT_SOURCE_DIR_ONNX"] == "/ortdist/deps/onnx"
+    assert d["FETCHCONTENT_SOURCE_DIR_SAFEINT"] == "/usr/include/safeint"  # the toolchain's, not a dep's
+    source_dirs = {k for k in d if k.startswith("FETCHCONTENT_SOURCE_DIR_")}
+    assert source_dirs == {"FETCHCONTENT_SOURCE_DIR_ONNX", "FETCHCONTENT_SOURCE_DIR_SAFEINT"}
+    assert d["re2_DIR"] == "/ortdist/shims/re2"  # {shims} substituted
+    assert "CMAKE_CXX_COMPILER" not in d and "CMAKE_SYSROOT" not in d  # the root's own g++
+
+
+def test_selected_deps_follow_toolchain_and_eps(project: Path, recipe_from: Callable[..., Recipe]) -> None:
+    """A deps_from_source toolchain compiles every dependency but an EP's, which only builds with
+    that EP need; other root toolchains only the ``always`` ones; rootless ones none (ORT fetches)."""
+    from ortdist.plan import selected_deps
+    from ortdist.registry import ort_versions, providers
+
+    recipe = recipe_from("")
+    version, eps = ort_versions()["1.21.0"], providers()
+    portable, trixie = load_toolchain(project, "portable-glibc2.17"), load_toolchain(project, "debian-trixie")
+    xnnpack_family = {"googlexnnpack", "pthreadpool", "fxdiv", "fp16", "psimd"}
+    cpu_only = {d.name for d in selected_deps(recipe, version, portable, (eps["cpu"],))}
+    assert len(cpu_only) == len(version.deps) - len(xnnpack_family)
+    assert not cpu_only & xnnpack_family and {"onnx", "protobuf", "mp11", "pybind11"} <= cpu_only
+    with_xnnpack = {d.name for d in selected_deps(recipe, version, portable, (eps["cpu"], eps["xnnpack"]))}
+    assert with_xnnpack == cpu_only | xnnpack_family
+    with_dnnl = {d.name for d in selected_deps(recipe, version, portable, (eps["cpu"], eps["dnnl"]))}
+    assert with_dnnl == cpu_only
+    # debian-trixie: only `always`, whatever the EPs.
+    assert [d.name for d in selected_deps(recipe, version, trixie, (eps["cpu"], eps["xnnpack"]))] == ["onnx"]
+    xcode = load_toolchain(project, "macos-xcode")
+    assert not xcode.has_root
+    assert selected_deps(recipe, version, xcode, (eps["cpu"],)) == ()
+    # An EP dependency that is also `always` still waits for its EP.
+    always_ep = dataclasses.replace(version.deps[-1], always=True)
+    assert always_ep.eps == ("xnnpack",)
+    forced = dataclasses.replace(version, deps=(*version.deps[:-1], always_ep))
+    assert always_ep not in selected_deps(recipe, forced, trixie, (eps["cpu"],))
+    assert always_ep in selected_deps(recipe, forced, trixie, (eps["cpu"], eps["xnnpack"]))
+
+
+def test_in_root_substitutes_every_placeholder() -> None:
+    """A toolchain define names the root's trees by placeholder; each one, however often it occurs."""
+    from ortdist.plan import in_root
+
+    assert in_root("-B{compiler}/newer-binutils/ -idirafter {compiler}/python-multiarch") == (
+        "-B/opt/ortdist-compiler/newer-binutils/ -idirafter /opt/ortdist-compiler/python-multiarch"
+    )
+    assert in_root("{deps}/pybind11/pybind11;{shims}/re2;{wheels}/nvidia-cudnn-cu12") == (
+        "/ortdist/deps/pybind11/pybind11;/ortdist/shims/re2;/opt/ortdist-wheels/nvidia-cudnn-cu12"
+    )
+    assert in_root("{target}/usr") == "{target}/usr"  # a cross target's: substituted elsewhere
+
+
+def test_an_xnnpack_plan_on_trixie_gets_its_shims_not_its_sources(project: Path) -> None:
+    """xnnpack-linux stays on debian-trixie: Debian's libXNNPACK through the shims, no source trees."""
+    plan = plan_of(project, load_recipe(project / "recipes" / "xnnpack-linux.toml"))
+    assert plan.toolchain.name == "debian-trixie"
+    assert [dep.name for dep in plan.deps] == ["onnx"]
+    assert plan.cmake_defines["googlexnnpack_DIR"] == "/ortdist/shims/xnnpack"
+    assert "FETCHCONTENT_SOURCE_DIR_GOOGLEXNNPACK" not in plan.cmake_defines
 
 
 def test_ep_switches_and_distribution_come_from_the_registry(project: Path, recipe_from: Callable[..., Recipe]) -> None:
@@ -217,7 +308,7 @@ def test_each_define_says_where_it_came_from(project: Path, recipe_from: Callabl
     assert src["CMAKE_CXX_COMPILER_LAUNCHER"] == "compiler cache ccache"
     assert src["onnxruntime_DISABLE_RTTI"] == "recipe [features]"
     assert src["onnxruntime_REDUCED_OPS_BUILD"] == "recipe [reduce]"
-    assert src["FETCHCONTENT_SOURCE_DIR_ONNX"] == "version 1.21.0"
+    assert src["FETCHCONTENT_SOURCE_DIR_ONNX"] == "version 1.21.0 [deps]"
     assert src["eigen_DIR"] == "toolchain debian-trixie [cmake]"
     assert src["onnxruntime_USE_XNNPACK"] == "ep xnnpack"
     assert src["googlexnnpack_DIR"] == "toolchain debian-trixie [ep_cmake.xnnpack]"

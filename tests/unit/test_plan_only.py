@@ -20,7 +20,7 @@ import pytest
 from ortdist import registry
 from ortdist.compiler_cache import CACHES
 from ortdist.errors import RecipeError
-from ortdist.paths import IN_ROOT, IN_ROOT_EP_WHEELS, IN_ROOT_TOOLS_VENV
+from ortdist.paths import IN_ROOT, IN_ROOT_COMPILER, IN_ROOT_EP_WHEELS, IN_ROOT_TOOLS_VENV
 from ortdist.plan import BuildPlan, make_plan
 from ortdist.project import plan_for
 from ortdist.recipe import Recipe
@@ -31,7 +31,9 @@ PLAN_ONLY = ["android-arm64", "coreml-macos-arm64", "dml-windows-x64", "ios-arm6
 # Built on a runner's own OS (the NDK on Linux, Xcode on macOS, Visual Studio on Windows): no root.
 NO_ROOT = ["android-arm64", "coreml-macos-arm64", "dml-windows-x64", "ios-arm64"]
 # Where a root mounts ortdist's trees and tools (paths.py): meaningless on a machine without one.
-IN_ROOT_PATH = re.compile("|".join(rf"{p}(?![\w.-])" for p in (IN_ROOT, IN_ROOT_TOOLS_VENV, IN_ROOT_EP_WHEELS)))
+IN_ROOT_PATH = re.compile(
+    "|".join(rf"{p}(?![\w.-])" for p in (IN_ROOT, IN_ROOT_TOOLS_VENV, IN_ROOT_EP_WHEELS, IN_ROOT_COMPILER))
+)
 # The spec, written out rather than read from the registry it checks: ORT's CMake switch per EP.
 EP_SWITCHES = {
     "android-arm64": ["onnxruntime_USE_NNAPI_BUILTIN", "onnxruntime_USE_XNNPACK"],
@@ -189,13 +191,20 @@ def test_a_toolchain_cannot_switch_eps(
 
 def test_in_root_paths_are_recognised_as_such() -> None:
     named = ["/ortdist", "CCACHE_BASEDIR=/ortdist", "/ortdist/build", "-Dx=/opt/ortdist-wheels/a", "/opt/ortdist-tools"]
+    named += ["-B/opt/ortdist-compiler/newer-binutils/", "/opt/ortdist-compiler"]
     assert [s for s in named if not in_root(s)] == []
     assert [s for s in ["source/cmake", "build", "/ortdistro", "/opt/ortdist-toolsets", "ccache"] if in_root(s)] == []
+    assert not in_root("/opt/ortdist-compilers")
 
 
 @pytest.mark.parametrize(
     ("line", "key"),
-    [('ORTDIST_X_DIR = "{shims}/x"', "cmake.ORTDIST_X_DIR"), ('ORTDIST_X = "/ortdist/work/x"', "cmake.ORTDIST_X")],
+    [
+        ('ORTDIST_X_DIR = "{shims}/x"', "cmake.ORTDIST_X_DIR"),
+        ('ORTDIST_X = "/ortdist/work/x"', "cmake.ORTDIST_X"),
+        ('CMAKE_CXX_COMPILER = "{compiler}/bin/g++"', "cmake.CMAKE_CXX_COMPILER"),
+        ('CMAKE_FIND_ROOT_PATH = "{deps}/pybind11"', "cmake.CMAKE_FIND_ROOT_PATH"),
+    ],
 )
 def test_a_toolchain_without_a_root_cannot_name_a_path_inside_one(
     project: Path, tmp_path: Path, recipe_from: Callable[..., Recipe], line: str, key: str

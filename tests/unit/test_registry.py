@@ -90,8 +90,28 @@ def test_ort_version_pins() -> None:
     assert v.source.orig_tarball == "onnxruntime_1.21.0+dfsg.orig.tar.xz"
     assert v.source.pool_path == "pool/main/o/onnxruntime/onnxruntime_1.21.0+dfsg.orig.tar.xz"
     assert v.source.sha256 == "32df1f82bd6b07b18372c0f387133214905cbde7a586b3ad83f0ed0075f80273"
-    (onnx,) = v.deps
-    assert (onnx.name, onnx.filename) == ("onnx", "onnx-1.17.0.tar.gz")
+    deps = {d.name: d for d in v.deps}
+    assert v.deps[0].name == "onnx"  # file order: the one every toolchain builds comes first
+    onnx = deps["onnx"]
+    assert (onnx.filename, onnx.project, onnx.always, onnx.is_deb) == ("onnx-1.17.0.tar.gz", "onnx", True, False)
+    assert [d.name for d in v.deps if d.always] == ["onnx"]
+    # utf8_range is a directory of protobuf's own tarball, not a second download.
+    protobuf, utf8 = deps["protobuf"], deps["utf8_range"]
+    assert (utf8.filename, utf8.sha256) == (protobuf.filename, protobuf.sha256)
+    assert (protobuf.subdir, utf8.subdir) == ("", "third_party/utf8_range")
+    assert protobuf.pool_path == "pool/main/p/protobuf/protobuf_3.21.12.orig.tar.gz"
+    assert deps["mp11"].subdir == "libs/mp11"
+    safeint = deps["safeint"]
+    assert safeint.is_deb and safeint.subdir == "usr/include/safeint"
+    assert safeint.pool_path == "pool/main/s/safeint/libsafeint-dev_3.0.28a+dfsg-4_all.deb"
+    pybind11 = deps["pybind11"]
+    assert (pybind11.filename, pybind11.fetchcontent) == ("pybind11-2.13.6.tar.gz", False)
+    assert all(d.fetchcontent for d in v.deps if d.name != "pybind11")
+    xnnpack_family = {"googlexnnpack", "pthreadpool", "fxdiv", "fp16", "psimd"}
+    assert {d.name for d in v.deps if d.eps} == xnnpack_family
+    assert all(d.eps == ("xnnpack",) for d in v.deps if d.eps)
+    # Every Debian pin names the suite whose index lists it (the SBOM's purl says which).
+    assert all(d.suite in {"trixie", "forky"} for d in v.deps if d.debian)
 
 
 def test_debian_pool_path_for_lib_packages() -> None:
@@ -105,7 +125,8 @@ def test_debian_pool_path_for_lib_packages() -> None:
         (lambda d: d["1.21.0"]["source"].update(sha256="ABC"), '"1.21.0".source.sha256', "is not a lowercase sha256"),
         (lambda d: d["1.21.0"]["deps"]["onnx"].update(sha256="0"), '"1.21.0".deps.onnx.sha256', "lowercase sha256"),
         (lambda d: d["1.21.0"]["source"].update(kind="git"), '"1.21.0".source.kind', "'git' is not one of 'debian'"),
-        (lambda d: d["1.21.0"]["deps"]["onnx"].pop("pypi_sdist"), '"1.21.0".deps.onnx', "['pypi_sdist']"),
+        (lambda d: d["1.21.0"]["deps"]["onnx"].pop("pypi_sdist"), '"1.21.0".deps.onnx', "exactly one place"),
+        (lambda d: d["1.21.0"]["deps"]["onnx"].pop("version"), '"1.21.0".deps.onnx', "['version']"),
         (lambda d: d["1.21.0"].update(python_require=[]), '"1.21.0".python_require', "did you mean"),
     ],
 )
@@ -116,6 +137,49 @@ def test_ort_version_pins_are_checked(mutate: Any, key: str, message: str) -> No
         registry.parse_ort_versions(data)
     assert message in str(info.value)
     assert info.value.where == f"ortdist/data/ort_versions.toml key '{key}'"
+
+
+@pytest.mark.parametrize(
+    "dep",
+    [
+        {"pypi_sdist": "onnx", "debian": "onnx", "file": "onnx_1.17.0.orig.tar.gz"},
+        {},
+        {"debian": "abseil"},
+    ],
+    ids=["both-places", "neither-place", "debian-without-file"],
+)
+def test_a_dependency_comes_from_exactly_one_place(dep: dict[str, str]) -> None:
+    """A dependency with two origins (or none) would fetch one file and record the other in the SBOM;
+    a Debian one without ``file`` has no URL at all."""
+    data = copy.deepcopy(registry.load_data("ort_versions.toml"))
+    data["1.21.0"]["deps"]["extra"] = {"version": "1.0", "sha256": "0" * 64, **dep}
+    with pytest.raises(DataError, match="'extra' must come from exactly one place") as info:
+        registry.parse_ort_versions(data)
+    assert info.value.where == "ortdist/data/ort_versions.toml key '\"1.21.0\".deps.extra'"
+    assert "pypi_sdist" in (info.value.fix or "") and "file" in (info.value.fix or "")
+
+
+@pytest.mark.parametrize(
+    "dep",
+    [
+        {"pypi_sdist": "onnx"},
+        {"debian": "abseil", "file": "abseil_1.0.orig.tar.gz", "suite": "trixie"},
+    ],
+)
+def test_a_dependency_from_one_place_loads(dep: dict[str, str]) -> None:
+    """The check refuses only the ambiguous: either origin alone is accepted."""
+    data = copy.deepcopy(registry.load_data("ort_versions.toml"))
+    data["1.21.0"]["deps"]["extra"] = {"version": "1.0", "sha256": "0" * 64, **dep}
+    extra = registry.parse_ort_versions(data)["1.21.0"].deps[-1]
+    assert extra.name == "extra" and extra.project == next(iter(dep.values()))
+
+
+def test_debian_pool_dir_matches_debians_layout() -> None:
+    """lib* packages get their own four-letter pool directory; a dependency's pool path follows it."""
+    assert registry.debian_pool_dir("re2") == "pool/main/r/re2"
+    assert registry.debian_pool_dir("libsafeint") == "pool/main/libs/libsafeint"
+    dep = registry.DependencySource(name="x", version="1", sha256="0" * 64, debian="libx", file="libx_1_all.deb")
+    assert dep.pool_path == "pool/main/libx/libx/libx_1_all.deb" and dep.is_deb and dep.project == "libx"
 
 
 def test_a_target_states_both_wheel_facts_or_neither() -> None:

@@ -17,8 +17,8 @@ from ortdist.toolchains import load_toolchain
 from ortdist.wheel.record import add_to_dist_info
 
 
-def dnnl_plan(project: Path) -> BuildPlan:
-    recipe = load_recipe(project / "recipes" / "dnnl-linux.toml")
+def recipe_plan(project: Path, name: str = "dnnl-linux") -> BuildPlan:
+    recipe = load_recipe(project / "recipes" / f"{name}.toml")
     return make_plan(
         recipe,
         load_toolchain(project, recipe.toolchain),
@@ -28,7 +28,7 @@ def dnnl_plan(project: Path) -> BuildPlan:
 
 def inputs(project: Path, **kw: object) -> sbom.SbomInputs:
     base: dict[str, object] = {
-        "plan": dnnl_plan(project),
+        "plan": recipe_plan(project),
         "recipe_path": "recipes/dnnl-linux.toml",
         "recipe_text": (project / "recipes" / "dnnl-linux.toml").read_text(),
         "recipe_sha256": "ab" * 32,
@@ -157,3 +157,61 @@ def test_a_cross_build_lists_its_target_sysroot(project: Path) -> None:
     assert target["name"].endswith("-arm64-target")
     (lib,) = target["components"]
     assert lib["purl"] == "pkg:deb/debian/libabsl-dev@20240722.0-4?arch=arm64&distro=trixie"
+
+
+def test_a_portable_build_lists_every_dependency_source_it_compiled(project: Path) -> None:
+    """cpu-linux compiles every dependency from its pinned file: one component each, with the purl
+    of where it came from (a Debian orig: arch=source; a Debian .deb: arch=all; PyPI: pkg:pypi),
+    its hash, and ORT's own pin where it differs; the subject depends on each."""
+    plan = recipe_plan(project, "cpu-linux")
+    doc = sbom.make_sbom(inputs(project, plan=plan), SUBJECT)
+    refs = {c["bom-ref"]: c for c in doc["components"]}
+    deps = [ref for ref in refs if ref.startswith("source:") and ref != "source:onnxruntime"]
+    assert deps == [f"source:{d.name}" for d in plan.deps] and len(deps) == 15
+    for dep in plan.deps:
+        component = refs[f"source:{dep.name}"]
+        assert component["hashes"] == [{"alg": "SHA-256", "content": dep.sha256}]
+        assert component["version"] == dep.version and dep.filename in component["description"]
+    assert refs["source:onnx"]["purl"] == "pkg:pypi/onnx@1.17.0"
+    assert refs["source:pybind11"]["purl"] == "pkg:pypi/pybind11@2.13.6"
+    assert refs["source:abseil_cpp"]["purl"] == "pkg:deb/debian/abseil@20240722.0?arch=source&distro=trixie"
+    assert refs["source:abseil_cpp"]["name"] == "abseil"
+    # A Debian version's '+' is percent-encoded ('~' is unreserved); cpuinfo's orig is forky's.
+    assert refs["source:pytorch_cpuinfo"]["purl"] == (
+        "pkg:deb/debian/cpuinfo@0.0~git20250905.877328f?arch=source&distro=forky"
+    )
+    assert refs["source:flatbuffers"]["purl"] == ("pkg:deb/debian/flatbuffers@23.5.26%2Bdfsg?arch=source&distro=trixie")
+    # utf8_range is protobuf's own tarball: the same file, named for what ORT fetches instead.
+    assert refs["source:utf8_range"]["purl"] == refs["source:protobuf"]["purl"]
+    assert "ORT pins utf8_range 72c943d" in refs["source:utf8_range"]["description"]
+    assert "ORT pins" not in refs["source:protobuf"]["description"]
+    # The header-only .deb is a binary package: its purl names that package, arch=all.
+    assert refs["source:safeint"]["purl"] == ("pkg:deb/debian/libsafeint-dev@3.0.28a%2Bdfsg-4?arch=all&distro=trixie")
+    (subject,) = doc["dependencies"]
+    assert [r for r in subject["dependsOn"] if r.startswith("source:")] == ["source:onnxruntime", *deps]
+    assert sbom.summary(doc)["deps"][:2] == ["onnx 1.17.0", "abseil 20240722.0"]
+
+
+def test_a_portable_build_names_its_compiler(project: Path) -> None:
+    """The compiler and its glibc 2.17 sysroot are what the binaries link against: the SBOM names
+    the pinned wheel (purl and hash), and `ortdist inspect` shows it."""
+    plan = recipe_plan(project, "cpu-linux")
+    assert plan.toolchain.compiler is not None
+    doc = sbom.make_sbom(inputs(project, plan=plan), SUBJECT)
+    (compiler,) = [c for c in doc["components"] if c["bom-ref"].startswith("compiler:")]
+    assert compiler["bom-ref"] == "compiler:ppbt" and compiler["type"] == "application"
+    assert (compiler["name"], compiler["version"], compiler["purl"]) == ("ppbt", "0.1.8", "pkg:pypi/ppbt@0.1.8")
+    assert compiler["hashes"] == [{"alg": "SHA-256", "content": plan.toolchain.compiler.sha256}]
+    assert "GCC 11.2.0" in compiler["description"] and "glibc 2.17 sysroot" in compiler["description"]
+    shown = sbom.summary(doc)["compiler"]
+    assert shown.startswith("ppbt 0.1.8: GCC 11.2.0") and "glibc 2.17" in shown
+
+
+def test_a_debian_trixie_build_lists_only_what_it_compiled(project: Path) -> None:
+    """dnnl-linux links the root's -dev packages: onnx is the only dependency source, and no
+    compiler component (the root's gcc is one of the platform's packages)."""
+    doc = sbom.make_sbom(inputs(project), SUBJECT)
+    refs = [c["bom-ref"] for c in doc["components"]]
+    assert [r for r in refs if r.startswith("source:")] == ["source:onnxruntime", "source:onnx"]
+    assert not [r for r in refs if r.startswith("compiler:")]
+    assert sbom.summary(doc)["compiler"] == ""

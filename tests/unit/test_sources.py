@@ -4,6 +4,9 @@ import hashlib
 import http.server
 import io
 import os
+import re
+import shutil
+import subprocess
 import sys
 import tarfile
 import threading
@@ -15,7 +18,7 @@ import pytest
 
 from ortdist import sources
 from ortdist.errors import SourceError
-from ortdist.registry import DebianSource
+from ortdist.registry import DebianSource, DependencySource
 
 
 def make_tarball(path: Path, files: dict[str, str], top: str = "pkg-1.0") -> str:
@@ -219,3 +222,194 @@ def test_modes_are_made_safe_and_links_inside_kept(tmp_path: Path, extraction: s
     assert (dest / "bin" / "alias").readlink() == Path("tool")
     assert (dest / "hard").read_text() == "x"
     assert (dest / "bin" / "tool").stat().st_uid == os.geteuid()
+
+
+# --- dependency sources: where they come from, and the part of them CMake gets ------------------------
+def test_a_dependency_comes_from_pypi_or_debians_pool(
+    served: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An sdist is found through the simple index; a Debian file is at its pool path on the mirror.
+    Either way the pin names its origin in ort_versions.toml."""
+    url, root = served
+    (root / "pybind11").mkdir()
+    (root / "pybind11" / "index.html").write_text(
+        '<a href="https://files.example/pybind11-2.13.6.tar.gz#sha256=a">x</a>'
+    )
+    monkeypatch.setenv("ORTDIST_PYPI_SIMPLE", url)
+    monkeypatch.setenv("ORTDIST_DEBIAN_MIRROR", "http://mirror.example/debian/")
+    sdist = DependencySource(name="pybind11", pypi_sdist="pybind11", version="2.13.6", sha256="a" * 64)
+    pin = sources.dependency(sdist)
+    assert (pin.url, pin.filename) == ("https://files.example/pybind11-2.13.6.tar.gz", "pybind11-2.13.6.tar.gz")
+    assert (pin.sha256, pin.origin) == ("a" * 64, "ortdist/data/ort_versions.toml deps.pybind11")
+    deb = DependencySource(
+        name="safeint",
+        debian="safeint",
+        file="libsafeint-dev_3.0.28a+dfsg-4_all.deb",
+        version="3.0.28a+dfsg-4",
+        suite="trixie",
+        sha256="b" * 64,
+    )
+    pin = sources.dependency(deb)
+    assert pin.url == "http://mirror.example/debian/pool/main/s/safeint/libsafeint-dev_3.0.28a+dfsg-4_all.deb"
+    assert (pin.filename, pin.origin) == (deb.file, "ortdist/data/ort_versions.toml deps.safeint")
+
+
+PROTOBUF = {
+    "CMakeLists.txt": "protobuf",
+    "src/google/protobuf/message.cc": "message",
+    "third_party/utf8_range/CMakeLists.txt": "utf8_range",
+    "third_party/utf8_range/utf8_validity.cc": "validity",
+    "third_party/utf8_range_extra/x.txt": "a sibling whose name starts the same",
+}
+
+
+@pytest.mark.parametrize("subdir", ["third_party/utf8_range", "third_party/utf8_range/"])
+def test_a_dependency_subdir_is_all_that_is_unpacked(tmp_path: Path, subdir: str) -> None:
+    """utf8_range is a directory of protobuf's tarball (mp11 one of Boost's 700 MB): only it is
+    extracted, at its path below the top directory, so FETCHCONTENT_SOURCE_DIR names <dest>/<subdir>."""
+    make_tarball(tmp_path / "protobuf.tar.gz", PROTOBUF, top="protobuf-3.21.12")
+    dest = tmp_path / "deps" / "utf8_range"
+    sources.unpack_dependency(tmp_path / "protobuf.tar.gz", dest, subdir)
+    files = sorted(str(f.relative_to(dest)) for f in dest.rglob("*") if f.is_file())
+    assert files == ["third_party/utf8_range/CMakeLists.txt", "third_party/utf8_range/utf8_validity.cc"]
+    assert (dest / "third_party" / "utf8_range" / "CMakeLists.txt").read_text() == "utf8_range"
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["utf8_range"]  # no temp dir left
+
+
+def test_a_dependency_without_subdir_is_its_whole_tree(tmp_path: Path) -> None:
+    make_tarball(tmp_path / "protobuf.tar.gz", PROTOBUF, top="protobuf-3.21.12")
+    dest = tmp_path / "deps" / "protobuf"
+    sources.unpack_dependency(tmp_path / "protobuf.tar.gz", dest)
+    assert sorted(str(f.relative_to(dest)) for f in dest.rglob("*") if f.is_file()) == sorted(PROTOBUF)
+
+
+def test_a_missing_dependency_subdir_is_named(tmp_path: Path) -> None:
+    """A wrong ``subdir`` (or a top directory's own name given as one) is refused, naming it, and
+    leaves nothing behind."""
+    make_tarball(tmp_path / "protobuf.tar.gz", PROTOBUF, top="protobuf-3.21.12")
+    dest = tmp_path / "deps" / "utf8_range"
+    for subdir in ("third_party/utf8", "protobuf-3.21.12/third_party/utf8_range"):
+        with pytest.raises(
+            SourceError, match=re.escape(f"protobuf.tar.gz has no directory '{subdir}' below its top")
+        ) as info:
+            sources.unpack_dependency(tmp_path / "protobuf.tar.gz", dest, subdir)
+        assert info.value.fix is not None and "subdir" in info.value.fix
+        assert list(dest.parent.iterdir()) == []
+
+
+def test_a_dependency_subdir_is_checked_like_any_member(tmp_path: Path) -> None:
+    """The members of a subdir go through the same checks as a whole unpack: a link out is refused."""
+    archive = tmp_path / "evil.tar"
+    with tarfile.open(archive, "w") as tar:
+        info, data = _member("pkg/sub/ok.txt")
+        tar.addfile(info, io.BytesIO(data))
+        tar.addfile(_member("pkg/sub/out", tarfile.SYMTYPE, "../../../../outside")[0])
+    dest = tmp_path / "deps" / "d"
+    with pytest.raises(SourceError, match=r"refusing member 'pkg/sub/out' of evil\.tar"):
+        sources.unpack_dependency(archive, dest, "sub")
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_a_broken_dependency_tarball_is_a_source_error(tmp_path: Path) -> None:
+    (tmp_path / "broken.tar.gz").write_bytes(b"not a tarball")
+    with pytest.raises(SourceError, match=r"cannot unpack broken\.tar\.gz"):
+        sources.unpack_dependency(tmp_path / "broken.tar.gz", tmp_path / "deps" / "d", "sub")
+    assert list((tmp_path / "deps").iterdir()) == []
+
+
+def build_deb(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A real binary package, made by dpkg-deb --build."""
+    pkg = tmp_path / "pkgroot"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN" / "control").write_text(
+        "Package: libsafeint-dev\nVersion: 3.0.28a+dfsg-4\nArchitecture: all\n"
+        "Maintainer: Test <test@example.org>\nDescription: SafeInt headers\n"
+    )
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    deb = tmp_path / "libsafeint-dev_3.0.28a+dfsg-4_all.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(pkg), str(deb)], check=True, capture_output=True)
+    return deb
+
+
+needs_dpkg_deb = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb is not installed")
+
+
+@needs_dpkg_deb
+def test_a_binary_package_dependency_is_its_files(tmp_path: Path) -> None:
+    """safeint's orig is not downloadable: its -dev .deb is unpacked whole (no control files), and
+    the subdir is where CMake looks inside that tree."""
+    deb = build_deb(
+        tmp_path,
+        {"usr/include/safeint/SafeInt.hpp": "// SafeInt", "usr/share/doc/libsafeint-dev/copyright": "MIT"},
+    )
+    dest = tmp_path / "deps" / "safeint"
+    sources.unpack_dependency(deb, dest, "usr/include/safeint")
+    assert (dest / "usr" / "include" / "safeint" / "SafeInt.hpp").read_text() == "// SafeInt"
+    assert (dest / "usr" / "share" / "doc" / "libsafeint-dev" / "copyright").is_file()
+    assert not (dest / "DEBIAN").exists()
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["safeint"]
+
+
+@needs_dpkg_deb
+def test_a_broken_binary_package_is_a_source_error(tmp_path: Path) -> None:
+    deb = tmp_path / "libsafeint-dev_3.0.28a+dfsg-4_all.deb"
+    deb.write_bytes(b"!<arch>\nnot really a package")
+    dest = tmp_path / "deps" / "safeint"
+    with pytest.raises(SourceError, match=r"unpacking libsafeint-dev_3\.0\.28a\+dfsg-4_all\.deb failed"):
+        sources.unpack_dependency(deb, dest, "usr/include/safeint")
+    assert list(dest.parent.iterdir()) == []
+
+
+# --- a tarball read from a stream (the compiler inside its wheel) ------------------------------------
+def tar_xz(members: dict[str, bytes], symlinks: dict[str, str] | None = None) -> io.BytesIO:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:xz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+        for name, target in (symlinks or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    buffer.seek(0)
+    return buffer
+
+
+def test_a_streamed_tarballs_top_directory_becomes_dest(tmp_path: Path) -> None:
+    stream = tar_xz(
+        {"x86_64-linux-gnu/bin/gcc": b"gcc", "x86_64-linux-gnu/sysroot/usr/include/stdio.h": b"stdio"},
+        {"x86_64-linux-gnu/bin/cc": "gcc"},
+    )
+    dest = tmp_path / "root" / "opt" / "ortdist-compiler"  # its parent is made
+    sources.unpack_stream(stream, dest, "ppbt.whl:toolchain.tar.xz")
+    assert (dest / "bin" / "gcc").read_bytes() == b"gcc"
+    assert (dest / "bin" / "cc").readlink() == Path("gcc")
+    assert (dest / "sysroot" / "usr" / "include" / "stdio.h").read_text() == "stdio"
+    assert os.access(dest / "bin" / "gcc", os.X_OK)
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["ortdist-compiler"]
+
+
+@pytest.mark.parametrize(
+    "members",
+    [{"a/x": b"1", "b/y": b"2"}, {"loose.txt": b"1"}],
+    ids=["two-top-directories", "a-top-file"],
+)
+def test_a_streamed_tarball_without_one_top_directory_is_refused(tmp_path: Path, members: dict[str, bytes]) -> None:
+    dest = tmp_path / "opt" / "ortdist-compiler"
+    with pytest.raises(SourceError, match=r"ppbt\.whl:t\.tar\.xz has no single top directory") as info:
+        sources.unpack_stream(tar_xz(members), dest, "ppbt.whl:t.tar.xz")
+    assert info.value.where == "ppbt.whl:t.tar.xz"
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_a_broken_or_malicious_stream_is_refused(tmp_path: Path) -> None:
+    dest = tmp_path / "opt" / "ortdist-compiler"
+    with pytest.raises(SourceError, match=r"cannot unpack w:t\.tar\.xz"):
+        sources.unpack_stream(io.BytesIO(b"not a tarball"), dest, "w:t.tar.xz")
+    evil = tar_xz({"top/ok": b"1"}, {"top/as": "/usr/bin/as"})
+    with pytest.raises(SourceError, match=r"refusing member 'top/as' of w:t\.tar\.xz"):
+        sources.unpack_stream(evil, dest, "w:t.tar.xz")
+    assert list(dest.parent.iterdir()) == []

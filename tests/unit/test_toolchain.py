@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import io
 import os
+import re
 import shutil
+import tarfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -205,3 +210,184 @@ def test_a_root_once_made_is_reused_as_root(
     root = stamp(path_of(tc, cache))
     assert ensure(tc, cache) == root
     assert [p.name for p in root.iterdir()] == [STAMP]
+
+
+# --- portable-glibc2.17: a compiler from a pinned wheel, unpacked into the build root -------------------
+PORTABLE = "portable-glibc2.17"
+ARCHIVE = "ppbt/_toolchain/x86_64-linux-gnu.tar.xz"
+
+
+def test_portable_spec(project: Path) -> None:
+    """The compiler, its glibc and every dependency from source: what cpu-linux's wheels rely on."""
+    spec = load_toolchain(project, PORTABLE)
+    assert spec.has_root and spec.deps_from_source and spec.glibc == "2.17"
+    assert spec.compiler is not None
+    assert (spec.compiler.wheel, spec.compiler.version, spec.compiler.glibc) == ("ppbt", "0.1.8", "2.17")
+    assert spec.compiler.archive == ARCHIVE
+    assert dict(spec.compiler.links) == {
+        "newer-binutils/as": "/usr/bin/as",
+        "python-multiarch/x86_64-linux-gnu": "/usr/include/x86_64-linux-gnu",
+    }
+    assert spec.cmake["CMAKE_CXX_COMPILER"] == "{compiler}/bin/x86_64-linux-gnu-g++"
+    assert not spec.shims
+    # No library of the root is linked: none of debian-trixie's -dev packages is installed.
+    assert not [p for p in spec.all_packages() if p.endswith("-dev") and p != "python3-dev"]
+    trixie = load_toolchain(project, "debian-trixie")
+    assert trixie.compiler is None and not trixie.deps_from_source
+
+
+def test_the_compiler_pin_names_the_root(project: Path, tmp_path: Path) -> None:
+    """The unpacked compiler is part of the build root: another wheel or another link is another
+    root; a [cmake] change only keys the build trees."""
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    spec_file = tmp_path / "toolchains" / f"{PORTABLE}.toml"
+    text = spec_file.read_text()
+    before = load_toolchain(tmp_path, PORTABLE)
+    for old, new in (
+        ('version = "0.1.8"', 'version = "0.1.9"'),
+        ('"newer-binutils/as" = "/usr/bin/as"', '"newer-binutils/as" = "/usr/bin/x86_64-linux-gnu-as"'),
+    ):
+        spec_file.write_text(text.replace(old, new))
+        assert load_toolchain(tmp_path, PORTABLE).root_digest != before.root_digest, new
+    spec_file.write_text(text.replace('FETCHCONTENT_FULLY_DISCONNECTED = "ON"', 'FETCHCONTENT_QUIET = "OFF"'))
+    after = load_toolchain(tmp_path, PORTABLE)
+    assert after.root_digest == before.root_digest and after.digest != before.digest
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key", "message"),
+    [
+        ('sha256 = "cdc534b5', 'sha256 = "CDC534B5', "compiler.sha256", "must state the wheel's sha256"),
+        ('sha256 = "cdc534b53f052ff3', 'sha256 = "', "compiler.sha256", "must state the wheel's sha256"),
+        (
+            'archive = "ppbt/_toolchain/x86_64-linux-gnu.tar.xz"\n',
+            "",
+            "compiler",
+            "missing required key(s) ['archive']",
+        ),
+        (
+            'glibc = "2.17"\n\n[compiler.links]',
+            "glibc = 2.17\n\n[compiler.links]",
+            "compiler.glibc",
+            "must be a string",
+        ),
+    ],
+    ids=["uppercase-sha256", "short-sha256", "no-archive", "glibc-not-a-string"],
+)
+def test_a_bad_compiler_table_is_refused(
+    project: Path, tmp_path: Path, old: str, new: str, key: str, message: str
+) -> None:
+    """An unpinned or mistyped [compiler] is refused at load, naming the file and key, before
+    anything is downloaded into a root."""
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    spec_file = tmp_path / "toolchains" / f"{PORTABLE}.toml"
+    text = spec_file.read_text()
+    assert old in text
+    spec_file.write_text(text.replace(old, new))
+    with pytest.raises(RecipeError) as err:
+        load_toolchain(tmp_path, PORTABLE)
+    assert message in err.value.message
+    assert err.value.where == f"{spec_file} key '{key}'"
+
+
+def fake_compiler_wheel(directory: Path) -> Path:
+    """A ppbt-like wheel: a tar.xz with one top directory (a relative symlink in it), at ARCHIVE."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:xz") as tar:
+        files = {
+            "x86_64-linux-gnu/bin/x86_64-linux-gnu-g++": b"#!g++",
+            "x86_64-linux-gnu/x86_64-linux-gnu/sysroot/usr/include/stdio.h": b"/* glibc 2.17 */",
+        }
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("x86_64-linux-gnu/bin/x86_64-linux-gnu-c++")
+        link.type, link.linkname = tarfile.SYMTYPE, "x86_64-linux-gnu-g++"
+        tar.addfile(link)
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / "ppbt-0.1.8-py3-none-manylinux_2_17_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(ARCHIVE, buffer.getvalue())
+        zf.writestr("ppbt-0.1.8.dist-info/METADATA", "Name: ppbt\nVersion: 0.1.8\n")
+    return wheel
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_the_compiler_is_unpacked_into_the_root_with_its_links(project: Path, tmp_path: Path) -> None:
+    """The wheel's toolchain tarball becomes <root>/opt/ortdist-compiler (where {compiler} points);
+    each [compiler.links] entry is a symlink there to the root's path. A pinned wheel already in
+    the download cache is used as it is (no_subprocess: nothing is run or fetched)."""
+    spec = load_toolchain(project, PORTABLE)
+    assert spec.compiler is not None
+    wheel = fake_compiler_wheel(tmp_path / "made")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    cache = Cache(tmp_path / "cache")
+    house = cache.downloads / "ep-wheels" / f"ppbt-0.1.8-{digest[:12]}"
+    house.mkdir(parents=True)
+    shutil.copy(wheel, house / wheel.name)
+    spec = dataclasses.replace(spec, compiler=dataclasses.replace(spec.compiler, sha256=digest))
+    root, log = tmp_path / "root", io.StringIO()
+    DebianSysroot(spec).install_compiler(cache, root, log)
+    compiler = root / "opt" / "ortdist-compiler"
+    assert (compiler / "bin" / "x86_64-linux-gnu-g++").read_bytes() == b"#!g++"
+    assert (compiler / "bin" / "x86_64-linux-gnu-c++").readlink() == Path("x86_64-linux-gnu-g++")
+    assert (compiler / "x86_64-linux-gnu" / "sysroot" / "usr" / "include" / "stdio.h").is_file()
+    assert (compiler / "newer-binutils" / "as").readlink() == Path("/usr/bin/as")
+    assert (compiler / "python-multiarch" / "x86_64-linux-gnu").readlink() == Path("/usr/include/x86_64-linux-gnu")
+    assert sorted(p.name for p in (root / "opt").iterdir()) == ["ortdist-compiler"]  # no temp dir left
+    assert f"unpacking {ARCHIVE} of {wheel.name} into /opt/ortdist-compiler" in log.getvalue()
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_a_toolchain_without_a_compiler_installs_none(project: Path, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    DebianSysroot(load_toolchain(project, "debian-trixie")).install_compiler(Cache(tmp_path / "c"), root, io.StringIO())
+    assert list(root.iterdir()) == []
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_compiler_archive_missing_from_its_wheel_is_refused(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong ``archive`` path names the wheel and the file to correct, and unpacks nothing."""
+    spec = load_toolchain(project, PORTABLE)
+    assert spec.compiler is not None
+    spec = dataclasses.replace(spec, compiler=dataclasses.replace(spec.compiler, archive="ppbt/_toolchain/arm.tar.xz"))
+    wheel = fake_compiler_wheel(tmp_path / "made")
+    monkeypatch.setattr(DebianSysroot, "_pinned_wheel", lambda *a, **k: wheel)
+    root = tmp_path / "root"
+    with pytest.raises(ToolchainError, match=re.escape(f"{wheel.name} has no ppbt/_toolchain/arm.tar.xz")) as err:
+        DebianSysroot(spec).install_compiler(Cache(tmp_path / "c"), root, io.StringIO())
+    assert err.value.fix == f"correct [compiler] archive in toolchains/{PORTABLE}.toml"
+    assert not (root / "opt" / "ortdist-compiler").exists()
+
+
+def test_the_compiler_wheel_is_downloaded_hash_pinned(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip gets the [compiler] pin with --require-hashes; a download that does not match is
+    removed and the error points at [compiler]."""
+    from ortdist import run
+
+    calls: list[list[str]] = []
+    requirements: list[str] = []
+
+    def fake_capture(argv: list[str], **_kw: object) -> None:
+        calls.append(argv)
+        requirements.append(Path(argv[argv.index("-r") + 1]).read_text())
+        fake_compiler_wheel(Path(argv[argv.index("--dest") + 1]))  # not the pinned file
+
+    monkeypatch.setattr(run, "capture", fake_capture)
+    spec = load_toolchain(project, PORTABLE)
+    assert spec.compiler is not None
+    with pytest.raises(ToolchainError, match=r"ppbt==0\.1\.8: the download does not match the pinned sha256") as err:
+        DebianSysroot(spec).install_compiler(Cache(tmp_path / "c"), tmp_path / "root", io.StringIO())
+    assert err.value.fix is not None and f"[compiler] in toolchains/{PORTABLE}.toml" in err.value.fix
+    (argv,) = calls
+    assert requirements == [f"ppbt==0.1.8 --hash=sha256:{spec.compiler.sha256}\n"]
+    assert "--require-hashes" in argv and "--no-deps" in argv
+    assert argv[argv.index("--python-version") + 1] == "3.13"  # the root's own CPython
+    assert not Path(argv[argv.index("-r") + 1]).exists()  # the mismatching download went with its directory
+    assert not (tmp_path / "root").exists()

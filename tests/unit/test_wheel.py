@@ -12,7 +12,7 @@ from ortdist.plan import BuildPlan, make_plan
 from ortdist.recipe import load_recipe
 from ortdist.toolchains import load_toolchain
 from ortdist.wheel import assemble
-from ortdist.wheel.repair import auditwheel_argv, wheel_tag
+from ortdist.wheel.repair import auditwheel_argv, check_glibc_promise, required_glibc, wheel_tag
 
 
 @pytest.fixture
@@ -38,6 +38,45 @@ def test_auditwheel_excludes_vendor_libraries() -> None:
     assert argv[5:9] == ["--exclude", "libcudart.so.*", "--exclude", "libcudnn*.so.*"]
     assert argv[-1] == "/w/raw.whl"
     assert "--strip" not in auditwheel_argv("/w/raw.whl", "/w/out", (), strip=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "glibc"),
+    [
+        ("onnxruntime-1.21.0-cp313-cp313-manylinux_2_39_x86_64.whl", (2, 39)),
+        # auditwheel's compressed tag set: the oldest of them is what the wheel asks for.
+        ("onnxruntime-1.21.0-cp313-cp313-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", (2, 17)),
+        ("onnxruntime-1.21.0-cp313-cp313-manylinux_2_28_x86_64.manylinux_2_27_x86_64.whl", (2, 27)),
+        ("onnxruntime-1.21.0-cp313-cp313-manylinux_2_5_x86_64.manylinux1_x86_64.whl", (2, 5)),
+        # The legacy aliases alone: PEP 600's table.
+        ("onnxruntime-1.21.0-cp313-cp313-manylinux2014_aarch64.whl", (2, 17)),
+        ("onnxruntime-1.21.0-cp313-cp313-manylinux2010_x86_64.whl", (2, 12)),
+        ("onnxruntime-1.21.0-cp313-cp313-manylinux1_x86_64.whl", (2, 5)),
+        # Two-digit minors compare as numbers, not strings.
+        ("onnxruntime-1.21.0-cp313-cp313-manylinux_2_9_x86_64.manylinux_2_10_x86_64.whl", (2, 9)),
+        # No manylinux promise at all.
+        ("onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl", None),
+        ("onnxruntime-1.21.0-cp313-cp313-musllinux_1_2_x86_64.whl", None),
+        ("onnxruntime-1.21.0-cp313-cp313-macosx_14_0_arm64.whl", None),
+        ("onnxruntime-1.21.0-cp313-cp313-win_amd64.whl", None),
+    ],
+)
+def test_required_glibc_reads_the_platform_tag(name: str, glibc: tuple[int, int] | None) -> None:
+    assert required_glibc(name) == glibc
+
+
+def test_the_glibc_promise_allows_the_toolchains_glibc_and_older() -> None:
+    """A wheel may need the toolchain's glibc or less; one minor more is refused, compared as numbers."""
+    check_glibc_promise("x-1-cp313-cp313-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "2.17", "portable")
+    check_glibc_promise("x-1-cp313-cp313-manylinux_2_5_x86_64.manylinux1_x86_64.whl", "2.17", "portable")
+    check_glibc_promise("x-1-cp313-cp313-manylinux_2_39_x86_64.whl", "2.41", "debian-trixie")
+    check_glibc_promise("x-1-cp313-cp313-linux_x86_64.whl", "2.17", "portable")  # no promise made
+    check_glibc_promise("x-1-cp313-cp313-manylinux_2_9_x86_64.whl", "2.17", "portable")  # 9 < 17, not "9" > "17"
+    with pytest.raises(PackageError, match=r"for glibc 2\.18, newer than the 2\.17 toolchain portable promises"):
+        check_glibc_promise("x-1-cp313-cp313-manylinux_2_18_x86_64.whl", "2.17", "portable")
+    with pytest.raises(PackageError, match=r"glibc 2\.42, newer than the 2\.41 toolchain debian-trixie") as info:
+        check_glibc_promise("x-1-cp313-cp313-manylinux_2_42_x86_64.whl", "2.41", "debian-trixie")
+    assert info.value.where == "x-1-cp313-cp313-manylinux_2_42_x86_64.whl"
 
 
 def test_generated_pyproject(plan: BuildPlan) -> None:

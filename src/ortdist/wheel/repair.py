@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import struct
+import zipfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..errors import PackageError
@@ -74,4 +76,52 @@ def check_glibc_promise(wheel_name: str, glibc: str, toolchain: str) -> None:
             fix="a library or object in the wheel needs a newer glibc symbol than the toolchain's sysroot has: "
             "`auditwheel show` in logs/repair*.log names the symbol versions; find what linked it "
             "(a dependency built outside the toolchain, or a header from the build root)",
+        )
+
+
+_PT_GNU_STACK = 0x6474E551
+_PF_X = 0x1
+
+
+def executable_stack(elf: bytes) -> bool:
+    """Whether an ELF object asks for an executable stack: a PT_GNU_STACK header with PF_X, or
+    no such header at all (the kernel's and glibc's default then is an executable stack)."""
+    if elf[:4] != b"\x7fELF" or len(elf) < 64:
+        return False
+    wide, order = elf[4] == 2, "<" if elf[5] == 1 else ">"
+    if wide:
+        (phoff,), (phentsize, phnum) = (
+            struct.unpack_from(f"{order}Q", elf, 32),
+            struct.unpack_from(f"{order}HH", elf, 54),
+        )
+    else:
+        (phoff,), (phentsize, phnum) = (
+            struct.unpack_from(f"{order}I", elf, 28),
+            struct.unpack_from(f"{order}HH", elf, 42),
+        )
+    for index in range(phnum):
+        start = phoff + index * phentsize
+        p_type = struct.unpack_from(f"{order}I", elf, start)[0]
+        if p_type == _PT_GNU_STACK:
+            flags_at = start + 4 if wide else start + 24
+            return bool(struct.unpack_from(f"{order}I", elf, flags_at)[0] & _PF_X)
+    return True
+
+
+def wheel_libraries(wheel: Path) -> list[tuple[str, bytes]]:
+    """Every shared object a wheel carries, by its member name."""
+    with zipfile.ZipFile(wheel) as zf:
+        return [(m, zf.read(m)) for m in zf.namelist() if m.endswith(".so") or ".so." in m]
+
+
+def check_no_executable_stack(libraries: Iterable[tuple[str, bytes]], where: str) -> None:
+    """glibc 2.41+ refuses to dlopen a library that asks for an executable stack ("cannot enable
+    executable stack"), and older ones make every thread's stack executable: refuse to ship one."""
+    offenders = [name for name, data in libraries if executable_stack(data)]
+    if offenders:
+        raise PackageError(
+            f"{', '.join(offenders)} ask(s) for an executable stack",
+            where=where,
+            fix="an object or assembly file linked in has no .note.GNU-stack section: link with "
+            "-Wl,-z,noexecstack (the toolchain's CMAKE_*_LINKER_FLAGS) or add the note to that source",
         )

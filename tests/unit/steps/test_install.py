@@ -84,3 +84,18 @@ def test_a_failed_install_is_a_package_error(make_env: MakeEnv) -> None:
     with pytest.raises(PackageError, match="cmake --install failed with exit code 2"):
         install.run(env.ctx, env.state)
     assert not (env.layout.out.host / "onnxruntime-cpu-linux-1.21.0.tar.gz").exists()
+
+
+def test_an_installed_library_asking_for_an_executable_stack_is_not_archived(make_env: MakeEnv) -> None:
+    from ..test_executable_stack import PF_R, PF_W, PF_X, PT_GNU_STACK, elf64
+
+    def installs_executable_stack(cmd: Command) -> None:
+        installs(cmd)
+        lib = host_of(cmd, "/ortdist/work/install") / "lib" / "libonnxruntime.so.1.21.0"
+        lib.write_bytes(elf64((PT_GNU_STACK, PF_R | PF_W | PF_X)))
+
+    env = ready(make_env("cpu-linux"))
+    env.runner.on("cmake --install", installs_executable_stack)
+    with pytest.raises(PackageError, match=r"lib/libonnxruntime\.so\.1\.21\.0 ask\(s\) for an executable stack"):
+        install.run(env.ctx, env.state)
+    assert not (env.layout.out.host / "onnxruntime-cpu-linux-1.21.0.tar.gz").exists()

@@ -49,11 +49,39 @@ def test_binds_mount_every_tree_and_the_roots_extras_read_only(make_env: MakeEnv
     assert by_inside["/ortdist/build"] == Bind(layout.build.host, Path("/ortdist/build"))
     assert by_inside["/ortdist/work"] == Bind(layout.work.host, Path("/ortdist/work"))
     assert by_inside["/ortdist/deps/onnx"].host == layout.deps["onnx"].host
+    # portable-glibc2.17 compiles every dependency: each of the plan's is bound at its own name;
+    # nothing comes from the root's -dev packages, so there are no shims.
+    assert set(layout.deps) == {dep.name for dep in env.plan.deps}
+    for dep in env.plan.deps:
+        assert by_inside[f"/ortdist/deps/{dep.name}"] == Bind(
+            layout.deps[dep.name].host, Path(f"/ortdist/deps/{dep.name}")
+        )
+    assert not {str(b.inside) for b in binds if str(b.inside).startswith("/ortdist/shims/")}
     assert by_inside["/ortdist/target"] == Bind(tmp_path / "t", Path("/ortdist/target"), read_only=True)
     assert by_inside["/ortdist/python/3.11"] == Bind(tmp_path / "py311", Path("/ortdist/python/3.11"), read_only=True)
-    assert all(b.read_only for b in binds if str(b.inside).startswith("/ortdist/shims/"))
-    assert {str(b.inside) for b in binds if str(b.inside).startswith("/ortdist/shims/")}, "debian-trixie has shims"
     assert "/ortdist/target" not in {str(b.inside) for b in layout.binds(Roots(build=tmp_path / "b"))}
+
+
+def test_a_debian_trixie_layout_binds_its_shims_read_only(make_env: MakeEnv, tmp_path: Path) -> None:
+    """debian-trixie finds the root's libraries through cmake-shims/: bound read-only; only onnx's
+    source tree is bound."""
+    env = make_env("xnnpack-linux")
+    binds = env.layout.binds(Roots(build=tmp_path / "b"))
+    shims = [b for b in binds if str(b.inside).startswith("/ortdist/shims/")]
+    assert shims, "debian-trixie has shims"
+    assert all(b.read_only for b in shims)
+    assert {str(b.inside) for b in shims} == {f"/ortdist/shims/{name}" for name in env.plan.toolchain.shims}
+    assert [str(b.inside) for b in binds if str(b.inside).startswith("/ortdist/deps/")] == ["/ortdist/deps/onnx"]
+
+
+def test_two_deps_from_one_tarball_get_a_tree_each(make_env: MakeEnv) -> None:
+    """protobuf and utf8_range come from the same orig tarball, but one is the whole tree and the
+    other only a subdir of it: each gets its own cache directory, named by dep, version and pin."""
+    layout = make_env("cpu-linux").layout
+    protobuf, utf8 = layout.deps["protobuf"], layout.deps["utf8_range"]
+    assert protobuf.host != utf8.host
+    assert protobuf.host.name.startswith("protobuf-3.21.12-") and utf8.host.name.startswith("utf8_range-3.21.12-")
+    assert len({place.host for place in layout.deps.values()}) == len(layout.deps)
 
 
 def test_host_path_of_an_in_root_path(make_env: MakeEnv, tmp_path: Path) -> None:

@@ -40,7 +40,11 @@ def test_the_manifest_has_the_plans_header_and_every_steps_section(make_env: Mak
     manifest = json.loads((dist / "manifest.json").read_text())
     assert manifest["recipe"] == "cpu-linux" and manifest["ort_version"] == "1.21.0"
     assert manifest["recipe_sha256"] == sha256_file(env.ctx.recipe_path)
-    assert manifest["toolchain"] == {"name": "debian-trixie", "digest": env.plan.toolchain.digest, "root": "build-root"}
+    assert manifest["toolchain"] == {
+        "name": "portable-glibc2.17",
+        "digest": env.plan.toolchain.digest,
+        "root": "build-root",
+    }
     assert manifest["cmake_defines"] == env.plan.cmake_defines
     assert manifest["source"] == SOURCE_RECORD
     assert [p["name"] for p in manifest["patches"]] == [p.name for p in env.plan.patches]

@@ -3,8 +3,10 @@ from its sysroot), CUDA RUNPATHs verified to survive it, and the SBOM added to e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,9 +21,15 @@ from .helpers import StepEnv, arg_after, host_of, make_wheel
 
 GRAFT = "onnxruntime.libs/libgomp-a34b3233.so.1"
 CUDA = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
+# What auditwheel gives a wheel built against glibc 2.17 (portable-glibc2.17), and one built
+# against a newer glibc (debian-trixie's 2.41 allows up to manylinux_2_41).
+PORTABLE_TAG = "manylinux_2_17_x86_64.manylinux2014_x86_64"
+NEWER_TAG = "manylinux_2_39_x86_64"
 
 
-def ready(env: StepEnv, members: dict[str, bytes] | None = None) -> StepEnv:
+def ready(env: StepEnv, members: dict[str, bytes] | None = None, platform: str | None = None) -> StepEnv:
+    """Raw wheels for every Python of the plan; auditwheel gives them ``platform``, by default the
+    tag a build with the plan's toolchain gets."""
     env.put_roots()
     env.put_source()
     dist = env.plan.distribution.replace("-", "_")
@@ -36,17 +44,22 @@ def ready(env: StepEnv, members: dict[str, bytes] | None = None) -> StepEnv:
             members or {"onnxruntime/__init__.py": b""},
         )
     env.state.put(Wheels(raw=raw, times=PerPython("wheel_s", {}, timed=False)))
-    env.runner.on("auditwheel repair", auditwheel)
+    platform = platform or (PORTABLE_TAG if env.plan.toolchain.glibc == "2.17" else NEWER_TAG)
+    env.runner.on("auditwheel repair", auditwheel(platform.replace("x86_64", env.plan.target.arch)))
     return env
 
 
-def auditwheel(cmd: Command) -> None:
-    """Grafts a system library and gives the wheel its manylinux tag, like auditwheel repair."""
-    raw = host_of(cmd, cmd.argv[-1])
-    with zipfile.ZipFile(raw) as zf:
-        members = {n: zf.read(n) for n in zf.namelist() if ".dist-info/" not in n}
-    name = raw.name.replace("linux_", "manylinux_2_39_")
-    make_wheel(host_of(cmd, arg_after(cmd, "--wheel-dir")), name, {**members, GRAFT: b"gomp"})
+def auditwheel(platform: str) -> Callable[[Command], None]:
+    """Grafts a system library and gives the wheel the ``platform`` tag, like auditwheel repair."""
+
+    def repair_wheel(cmd: Command) -> None:
+        raw = host_of(cmd, cmd.argv[-1])
+        with zipfile.ZipFile(raw) as zf:
+            members = {n: zf.read(n) for n in zf.namelist() if ".dist-info/" not in n}
+        stem = raw.name.rpartition("-linux_")[0]
+        make_wheel(host_of(cmd, arg_after(cmd, "--wheel-dir")), f"{stem}-{platform}.whl", {**members, GRAFT: b"gomp"})
+
+    return repair_wheel
 
 
 def sbom_of(wheel: Path) -> dict[str, object]:
@@ -74,12 +87,12 @@ def test_each_wheel_is_repaired_and_gets_an_sbom_naming_its_grafts(make_env: Mak
     assert all(c.root == env.state.roots.build for c in repairs)
     assert len(env.matching("auditwheel show")) == 2
     assert out.wheels["3.11"] == env.layout.work.host / "wheel" / "repaired-3.11" / (
-        "onnxruntime-1.21.0-cp311-cp311-manylinux_2_39_x86_64.whl"
+        f"onnxruntime-1.21.0-cp311-cp311-{PORTABLE_TAG}.whl"
     )
     text = json.dumps(sbom_of(out.wheels["3.13"]))
     assert GRAFT in text and "libgomp1" in text and "14.2.0-19" in text  # the package and version it came from
     (first, second) = out.artifacts
-    assert (first.kind, first.tag) == ("wheel", "cp313-cp313-manylinux_2_39_x86_64")
+    assert (first.kind, first.tag) == ("wheel", f"cp313-cp313-{PORTABLE_TAG}")
     assert first.extra == {
         "execution_providers": ["cpu"],
         "provider_names": ["CPUExecutionProvider"],
@@ -88,6 +101,44 @@ def test_each_wheel_is_repaired_and_gets_an_sbom_naming_its_grafts(make_env: Mak
     }
     assert second.extra["python"] == "3.11"
     assert out.times.key == "repair_s" and out.times.timed
+
+
+def test_a_wheel_tagged_for_a_newer_glibc_than_the_toolchain_promises_is_refused(make_env: MakeEnv) -> None:
+    """portable-glibc2.17 promises glibc 2.17: a manylinux_2_39 tag means something linked a newer
+    symbol than its sysroot has, so the wheel is refused before it gets an SBOM or is published."""
+    env = ready(make_env("cpu-linux", python=("3.13",)), platform=NEWER_TAG)
+    with pytest.raises(
+        PackageError, match=r"for glibc 2\.39, newer than the 2\.17 toolchain portable-glibc2\.17"
+    ) as info:
+        repair.run(env.ctx, env.state)
+    assert info.value.where == f"onnxruntime-1.21.0-cp313-cp313-{NEWER_TAG}.whl"
+    assert "auditwheel show" in (info.value.fix or "")
+    (repaired,) = (env.layout.work.host / "wheel" / "repaired").iterdir()
+    with zipfile.ZipFile(repaired) as zf:
+        assert not [n for n in zf.namelist() if n.endswith(".cdx.json")]
+
+
+def test_a_debian_trixie_wheel_may_need_its_roots_glibc(make_env: MakeEnv) -> None:
+    """debian-trixie promises only its own glibc 2.41: manylinux_2_39 is what its wheels get."""
+    env = ready(make_env("xnnpack-linux"), platform=NEWER_TAG)
+    assert env.plan.toolchain.glibc == "2.41"
+    out = repair.run(env.ctx, env.state)
+    assert out.wheels["3.13"].name == f"onnxruntime_xnnpack-1.21.0-cp313-cp313-{NEWER_TAG}.whl"
+    env = ready(make_env("xnnpack-linux"), platform="manylinux_2_42_x86_64")
+    with pytest.raises(PackageError, match=r"glibc 2\.42, newer than the 2\.41 toolchain debian-trixie"):
+        repair.run(env.ctx, env.state)
+
+
+def test_a_cross_wheel_is_held_to_its_targets_glibc(make_env: MakeEnv) -> None:
+    """A cross target's sysroot has its own glibc: that one, not the build root's, bounds the tag."""
+    base = make_env("slim-linux-aarch64")
+    triple = base.plan.target.triple
+    cross = dataclasses.replace(base.plan.toolchain.cross_targets[triple], glibc="2.36")
+    toolchain = dataclasses.replace(base.plan.toolchain, cross_targets={triple: cross})
+    assert toolchain.glibc == "2.41"
+    env = ready(make_env("slim-linux-aarch64", toolchain=toolchain), platform="manylinux_2_39_x86_64")
+    with pytest.raises(PackageError, match=r"glibc 2\.39, newer than the 2\.36 toolchain debian-trixie"):
+        repair.run(env.ctx, env.state)
 
 
 def test_cuda_wheels_exclude_the_vendor_runtime_and_keep_their_runpath(make_env: MakeEnv) -> None:
@@ -132,3 +183,15 @@ def test_a_cross_wheel_is_repaired_with_the_targets_libraries_and_strip(make_env
     strip = env.layout.work.host / "target-tools" / "strip"
     assert strip.is_symlink() and str(strip.readlink()) == "/usr/bin/aarch64-linux-gnu-strip"
     assert env.only("auditwheel show").argv[0] == "env"
+
+
+def test_a_wheel_whose_module_asks_for_an_executable_stack_is_refused(make_env: MakeEnv) -> None:
+    """glibc 2.41 will not dlopen it: the repair step refuses it before the clean-root check."""
+    from ..test_executable_stack import PF_R, PF_W, PF_X, PT_GNU_STACK, elf64
+
+    module = "onnxruntime/capi/onnxruntime_pybind11_state.so"
+    env = ready(make_env("cpu-linux", python=("3.13",)), {module: elf64((PT_GNU_STACK, PF_R | PF_W | PF_X))})
+    with pytest.raises(PackageError, match=r"onnxruntime_pybind11_state\.so ask"):
+        repair.run(env.ctx, env.state)
+    env = ready(make_env("cpu-linux", python=("3.13",)), {module: elf64((PT_GNU_STACK, PF_R | PF_W))})
+    repair.run(env.ctx, env.state)

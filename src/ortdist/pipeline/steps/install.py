@@ -6,6 +6,7 @@ from ... import sbom
 from ...errors import PackageError
 from ...fsutil import deterministic_tarball, remove_tree
 from ...manifest import Artifact
+from ...wheel.repair import check_no_executable_stack
 from ..context import BuildContext
 from ..sboms import SBOM_IN_ARCHIVE, sbom_inputs
 from ..state import BuildState, CLibrary
@@ -23,6 +24,10 @@ def run(ctx: BuildContext, state: BuildState) -> CLibrary:
             error=PackageError,
             what="cmake --install",
         )
+    libraries = sorted(p for p in install.host.rglob("*.so*") if p.is_file() and not p.is_symlink())
+    check_no_executable_stack(
+        ((str(p.relative_to(install.host)), p.read_bytes()) for p in libraries), "cmake --install"
+    )
     name = f"onnxruntime-{plan.recipe.name}-{plan.version.version}"
     archive = ctx.layout.out.host / f"{name}.tar.gz"
     archive.parent.mkdir(parents=True, exist_ok=True)

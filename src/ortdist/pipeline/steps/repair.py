@@ -90,6 +90,7 @@ def repair_one(ctx: BuildContext, state: BuildState, version: str, raw_wheel: Pa
     wheel = repair.single_wheel(repaired.host)
     glibc = ctx.cross.glibc if ctx.cross and ctx.cross.glibc else ctx.plan.toolchain.glibc
     repair.check_glibc_promise(wheel.name, glibc, ctx.plan.toolchain.name)
+    repair.check_no_executable_stack(repair.wheel_libraries(wheel), wheel.name)
     verify_provider_runpaths(ctx, state, wheel)
     add_wheel_sbom(ctx, state, wheel)
     return wheel
