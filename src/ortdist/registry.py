@@ -258,6 +258,12 @@ def parse_ort_versions(data: dict[str, Any]) -> dict[str, OrtVersion]:
                     where=where(origin, f"{dotted('', version)}.deps.{dep.name}"),
                     fix='pypi_sdist = "<project>", or debian = "<source package>" with file = "<pool file>"',
                 )
+            if dep.debian and not dep.suite:
+                raise DataError(
+                    f"dependency {dep.name!r} names no Debian suite",
+                    where=where(origin, f"{dotted('', version)}.deps.{dep.name}"),
+                    fix='suite = "<suite>": the suite whose Sources (or Packages) index lists the file and its sha256',
+                )
         for key, digest in pins:
             if not _SHA256.match(digest):
                 raise DataError(

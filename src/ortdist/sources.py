@@ -88,6 +88,12 @@ def unpack_dependency(archive: Path, dest: Path, subdir: str = "") -> None:
     if archive.name.endswith(".deb"):
         with temp_sibling_dir(dest) as tmp:
             run.capture(["dpkg-deb", "-x", str(archive), str(tmp)], error=SourceError, what=f"unpacking {archive.name}")
+            if subdir and not (tmp / subdir).is_dir():
+                raise SourceError(
+                    f"{archive.name} has no directory {subdir!r}",
+                    where=str(archive),
+                    fix="correct `subdir` of the dependency in ort_versions.toml (`dpkg-deb -c` lists the package)",
+                )
             tmp.rename(dest)
         return
     if not subdir:
@@ -110,13 +116,19 @@ def unpack_dependency(archive: Path, dest: Path, subdir: str = "") -> None:
                 where=str(archive),
                 fix="delete the file from the cache so it is fetched again",
             ) from exc
-        (top,) = tmp.iterdir()
-        top.rename(dest)
+        tops = list(tmp.iterdir())
+        if len(tops) != 1:
+            raise SourceError(
+                f"{archive.name} has {len(tops)} top directories holding {subdir!r}; expected one",
+                where=str(archive),
+                fix="name the dependency's whole tree (no `subdir`) or a file with a single top directory",
+            )
+        tops[0].rename(dest)
 
 
 def _below(name: str, subdir: str) -> bool:
     """Whether a member ``<top>/<rest>`` lies in ``subdir`` of the top directory."""
-    parts = name.split("/", 1)
+    parts = name.removeprefix("./").split("/", 1)
     return len(parts) == 2 and (parts[1] + "/").startswith(subdir.rstrip("/") + "/")
 
 

@@ -159,6 +159,15 @@ def test_a_dependency_comes_from_exactly_one_place(dep: dict[str, str]) -> None:
     assert "pypi_sdist" in (info.value.fix or "") and "file" in (info.value.fix or "")
 
 
+def test_a_debian_dependency_names_its_suite() -> None:
+    """The suite says which Sources index vouches for the pinned sha256 (and goes into the SBOM)."""
+    data = copy.deepcopy(registry.load_data("ort_versions.toml"))
+    data["1.21.0"]["deps"]["extra"] = {"version": "1.0", "sha256": "0" * 64, "debian": "x", "file": "x_1.0.orig.tar.gz"}
+    with pytest.raises(DataError, match="'extra' names no Debian suite") as info:
+        registry.parse_ort_versions(data)
+    assert info.value.where == "ortdist/data/ort_versions.toml key '\"1.21.0\".deps.extra'"
+
+
 @pytest.mark.parametrize(
     "dep",
     [

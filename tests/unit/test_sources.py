@@ -353,6 +353,40 @@ def test_a_binary_package_dependency_is_its_files(tmp_path: Path) -> None:
 
 
 @needs_dpkg_deb
+def test_a_binary_package_without_the_named_subdir_is_refused(tmp_path: Path) -> None:
+    deb = build_deb(tmp_path, {"usr/include/SafeInt.hpp": "// SafeInt"})
+    dest = tmp_path / "deps" / "safeint"
+    with pytest.raises(SourceError, match=r"_all\.deb has no directory 'usr/include/safeint'") as info:
+        sources.unpack_dependency(deb, dest, "usr/include/safeint")
+    assert "dpkg-deb -c" in (info.value.fix or "")
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_a_dependency_subdir_is_found_below_a_dot_top(tmp_path: Path) -> None:
+    """Some tarballs name members ``./<top>/...``: the subdir is still found below the top."""
+    archive = tmp_path / "dotted.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name in ("./pkg-1.0/sub/a.txt", "./pkg-1.0/other/b.txt"):
+            info, data = _member(name)
+            tar.addfile(info, io.BytesIO(data))
+    dest = tmp_path / "deps" / "d"
+    sources.unpack_dependency(archive, dest, "sub")
+    assert [str(f.relative_to(dest)) for f in dest.rglob("*") if f.is_file()] == ["sub/a.txt"]
+
+
+def test_a_subdir_under_two_top_directories_is_refused(tmp_path: Path) -> None:
+    archive = tmp_path / "two.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name in ("a-1.0/sub/x.txt", "b-1.0/sub/y.txt"):
+            info, data = _member(name)
+            tar.addfile(info, io.BytesIO(data))
+    dest = tmp_path / "deps" / "d"
+    with pytest.raises(SourceError, match=r"two\.tar has 2 top directories holding 'sub'"):
+        sources.unpack_dependency(archive, dest, "sub")
+    assert list(dest.parent.iterdir()) == []
+
+
+@needs_dpkg_deb
 def test_a_broken_binary_package_is_a_source_error(tmp_path: Path) -> None:
     deb = tmp_path / "libsafeint-dev_3.0.28a+dfsg-4_all.deb"
     deb.write_bytes(b"!<arch>\nnot really a package")

@@ -271,8 +271,14 @@ def test_the_compiler_pin_names_the_root(project: Path, tmp_path: Path) -> None:
             "compiler.glibc",
             "must be a string",
         ),
+        (
+            'glibc = "2.17"\n\n[compiler.links]',
+            'glibc = "2.28"\n\n[compiler.links]',
+            "glibc",
+            "glibc = '2.17' but [compiler] has a glibc 2.28 sysroot",
+        ),
     ],
-    ids=["uppercase-sha256", "short-sha256", "no-archive", "glibc-not-a-string"],
+    ids=["uppercase-sha256", "short-sha256", "no-archive", "glibc-not-a-string", "glibc-disagrees"],
 )
 def test_a_bad_compiler_table_is_refused(
     project: Path, tmp_path: Path, old: str, new: str, key: str, message: str

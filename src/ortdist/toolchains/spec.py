@@ -388,6 +388,12 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
             where=where(str(path) + where_all, "compiler.sha256"),
             fix="the sha256 PyPI lists for the wheel file (`pip download` then `sha256sum`)",
         )
+    if tc.compiler is not None and tc.glibc != tc.compiler.glibc:
+        raise RecipeError(
+            f"glibc = {tc.glibc!r} but [compiler] has a glibc {tc.compiler.glibc} sysroot",
+            where=where(str(path) + where_all, "glibc"),
+            fix="the output runs on the compiler's sysroot glibc and newer: state the same version in both",
+        )
     for ep in tc.ep_cmake:
         if ep not in (*tc.ep_packages, *tc.ep_wheels, *tc.provides):
             raise RecipeError(
