@@ -15,6 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from . import ninjalog
 from .errors import BuildError
 
 TARGET = "onnxruntime_pybind11_state"
@@ -116,16 +117,10 @@ def top_ninja(files: list[str]) -> str:
 
 
 def command_seconds(ninja_log: str, out_dirs: dict[str, str]) -> dict[str, float]:
-    """Per version, the seconds its commands ran (``.ninja_log``: start and end in ms, then the
-    output): compile time, which overlaps between versions as they share the cores. A command run
-    again (an incremental rebuild) counts with its last run only; a version with none counts 0."""
-    last: dict[str, tuple[int, int]] = {}
-    for line in ninja_log.splitlines():
-        fields = line.split("\t")
-        if len(fields) >= 4 and fields[0].isdigit() and fields[1].isdigit():
-            last[fields[3]] = (int(fields[0]), int(fields[1]))
-    out: dict[str, float] = {}
-    for version, directory in out_dirs.items():
-        spans = [end - start for output, (start, end) in last.items() if output.startswith(directory + "/")]
-        out[version] = round(sum(spans) / 1000, 1)
-    return out
+    """Per version, the seconds its commands ran (``.ninja_log``): compile time, which overlaps
+    between versions as they share the cores. A version with no command counts 0."""
+
+    def version_of(output: str) -> str | None:
+        return next((v for v, d in out_dirs.items() if output.startswith(d + "/")), None)
+
+    return {version: 0.0 for version in out_dirs} | ninjalog.seconds_by(ninja_log, version_of)

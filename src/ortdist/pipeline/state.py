@@ -49,9 +49,16 @@ class Configured(StepOutput):
 class Compiled(StepOutput):
     tree_compile_s: float  # over every run since the tree was created
     compiler_cache: Mapping[str, Any]
+    # Command seconds of the tree's last compile of each output, split into the dependencies ORT
+    # compiles from source (``_deps/``) and ORT itself: what a cold build spends on each.
+    command_seconds: Mapping[str, float] = field(default_factory=dict)
 
     def manifest(self) -> Mapping[str, Any]:
-        return {"build_tree_compile_s": self.tree_compile_s, "compiler_cache": dict(self.compiler_cache)}
+        return {
+            "build_tree_compile_s": self.tree_compile_s,
+            "compiler_cache": dict(self.compiler_cache),
+            "compile_command_s": dict(self.command_seconds),
+        }
 
 
 @dataclass(frozen=True)

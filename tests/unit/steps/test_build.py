@@ -99,3 +99,31 @@ def test_a_failed_compile_names_the_target_and_its_errors(make_env: MakeEnv) -> 
     assert "error: 'foo' was not declared" in message
     assert (env.layout.build.host / ".ortdist-compile-seconds").is_file()  # the time spent still counts
     assert "FAILED: CMakeFiles" in env.ctx.log_path("build").read_text()
+
+
+NINJA_LOG = (
+    "# ninja log v5\n"
+    "0\t4000\t0\t_deps/abseil_cpp-build/absl/base/CMakeFiles/x.dir/a.cc.o\t1\n"
+    "0\t9000\t0\tCMakeFiles/onnxruntime_framework.dir/b.cc.o\t2\n"
+    "4000\t5500\t0\t_deps/re2-build/CMakeFiles/re2.dir/re2.cc.o\t3\n"
+    "100\t600\t0\tCMakeFiles/onnxruntime_framework.dir/b.cc.o\t4\n"  # rebuilt: its last run counts
+)
+
+
+def test_the_compile_is_split_into_dependencies_and_ort(make_env: MakeEnv) -> None:
+    """What ORT compiles under _deps/ (the dependencies from source) is reported apart from ORT itself."""
+    env = ready(make_env("cpu-linux"))
+
+    def compiles(cmd: Command) -> Result:
+        (env.layout.build.host / ".ninja_log").write_text(NINJA_LOG)
+        return writes_stats("")(cmd)
+
+    env.runner.on("cmake --build", compiles)
+    out = build.run(env.ctx, env.state)
+    assert out.manifest()["compile_command_s"] == {"dependencies": 5.5, "onnxruntime": 0.5}
+
+
+def test_no_ninja_log_reports_no_split(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    env.runner.on("cmake --build", writes_stats(""))
+    assert build.run(env.ctx, env.state).manifest()["compile_command_s"] == {}

@@ -6,6 +6,7 @@ import shlex
 import time
 from pathlib import Path
 
+from ... import ninjalog
 from ...errors import BuildError
 from ...progress import NinjaProgress, failure_excerpt
 from ..context import BuildContext
@@ -67,4 +68,14 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
             where=f"recipe {ctx.plan.recipe.name}",
             fix=f"full log: {ctx.log_path('build')}; rerun the same command to resume after fixing",
         )
-    return Compiled(tree_compile_s=tree_compile_s, compiler_cache={"name": cc.name, **cc.parse_stats(text)})
+    ninja_log = ctx.layout.build.host / ".ninja_log"
+    split = (
+        ninjalog.seconds_by(ninja_log.read_text(encoding="utf-8", errors="replace"), ninjalog.dependency_or_ort)
+        if ninja_log.is_file()
+        else {}
+    )
+    return Compiled(
+        tree_compile_s=tree_compile_s,
+        compiler_cache={"name": cc.name, **cc.parse_stats(text)},
+        command_seconds=split,
+    )

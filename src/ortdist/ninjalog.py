@@ -1,0 +1,31 @@
+"""Reading ninja's ``.ninja_log``: what each output's last compile cost."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+def last_runs(ninja_log: str) -> dict[str, tuple[int, int]]:
+    """Output -> (start, end) in ms of its last run: a command run again (an incremental rebuild)
+    counts with its last run only."""
+    last: dict[str, tuple[int, int]] = {}
+    for line in ninja_log.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 4 and fields[0].isdigit() and fields[1].isdigit():
+            last[fields[3]] = (int(fields[0]), int(fields[1]))
+    return last
+
+
+def seconds_by(ninja_log: str, group: Callable[[str], str | None]) -> dict[str, float]:
+    """Command seconds per group of outputs (``group`` names an output's group, None skips it)."""
+    out: dict[str, float] = {}
+    for output, (start, end) in last_runs(ninja_log).items():
+        name = group(output)
+        if name is not None:
+            out[name] = out.get(name, 0.0) + (end - start) / 1000
+    return {name: round(seconds, 1) for name, seconds in out.items()}
+
+
+def dependency_or_ort(output: str) -> str:
+    """ORT's CMake builds the dependencies it fetches (or is handed) under ``_deps/``."""
+    return "dependencies" if output.startswith("_deps/") else "onnxruntime"
