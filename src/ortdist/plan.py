@@ -421,6 +421,8 @@ def make_plan(
         steps += ["bundle", "c_smoke"]
     if recipe.wheel.enabled:
         steps += ["wheel", "repair", "check"]
+    if toolchain.compat and target.os == "linux" and target.arch == "x86_64":
+        steps.append("compat")  # the toolchain's older Debian roots (x86_64 debootstraps)
     steps += ["size", "publish"]
 
     return BuildPlan(

@@ -1,11 +1,11 @@
 """dist/report.html: one static page for a set of builds, readable offline.
 
 For every recipe in dist/: the smoke matrix (EP x reference model: share of nodes on the EP,
-max error, median latency), the artifacts and what takes the space in the wheel (a bar chart),
-build times, the compiler-cache hit rate, and the SBOM summary; benchmark results when
-dist/bench/results.json exists. Collecting reads files; rendering is a pure function of the
-collected data. The chart is drawn in the browser from data embedded in the page (no network),
-so a headless Chromium can prove it rendered.
+max error, median latency), the older systems the build was proven on, the artifacts and what
+takes the space in the wheel (a bar chart), build times, the compiler-cache hit rate, and the
+SBOM summary; benchmark results when dist/bench/results.json exists. Collecting reads files;
+rendering is a pure function of the collected data. The chart is drawn in the browser from data
+embedded in the page (no network), so a headless Chromium can prove it rendered.
 """
 
 from __future__ import annotations
@@ -186,6 +186,30 @@ def _build_facts(r: RecipeReport) -> str:
     )
 
 
+def _compat(r: RecipeReport) -> str:
+    """The manifest's compat entries: each older system the build was proven on, and with what."""
+    rows = []
+    for c in r.manifest.get("compat", []):
+        details = c.get("details", {})
+        if c.get("check") == "c":
+            what = f"C program built with {details.get('gcc', '?')} against the shipped library"
+        else:
+            providers = ", ".join(p.removesuffix("ExecutionProvider") for p in details.get("available_providers", []))
+            what = f"{details.get('wheel', 'wheel')} on {details.get('python', '?')}: reference models on {providers}"
+        status = "pass" if c.get("ok") else "fail"
+        rows.append(
+            f"<tr class='{status}'><td>{_e(c.get('name'))}</td><td>Debian {_e(c.get('suite'))}</td>"
+            f"<td>{_e(c.get('glibc'))}</td><td>{_e(what)}</td><td>{float(c.get('seconds', 0)):.1f} s</td>"
+            f"<td>{status.upper()}</td></tr>"
+        )
+    if not rows:
+        return "<p class='none'>No older systems checked (the toolchain has no [compat] roots).</p>"
+    return (
+        "<table class='compat'><thead><tr><th>root</th><th>system</th><th>glibc</th><th>proven</th>"
+        f"<th>time</th><th>result</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def _sbom_summary(r: RecipeReport) -> str:
     s = r.sbom
     if not s:
@@ -253,6 +277,7 @@ def render(reports: list[RecipeReport], bench_html: str = "") -> str:
             f"<p>ONNX Runtime {_e(m.get('ort_version'))} for {_e(m.get('target'))}; EPs: "
             f"{_e(', '.join(m.get('provider_names', [])))}; {_e(m.get('build_type'))}</p>"
             f"<h3>Smoke matrix</h3>{_smoke_matrix(r)}"
+            f"<h3>Older systems</h3>{_compat(r)}"
             f"<h3>Build</h3>{_build_facts(r)}"
             f"<h3>What takes the space in the wheel (uncompressed)</h3>"
             f"<svg class='space' width='800' height='10' data-bars='{_e(bars)}'></svg>"

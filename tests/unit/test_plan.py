@@ -67,6 +67,7 @@ def test_cpu_linux_plan(project: Path) -> None:
         "wheel",
         "repair",
         "check",
+        "compat",
         "size",
         "publish",
     )

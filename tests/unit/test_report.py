@@ -70,3 +70,42 @@ def test_a_dist_with_only_benchmark_results_still_gets_a_report(tmp_path: Path) 
     (tmp_path / "bench" / "results.md").write_text("| figure | ortdist |\n|---|---|\n| cold build | 1399.5 s |\n")
     page = write_report(tmp_path, tmp_path / "report.html").read_text()
     assert "0 build(s)" in page and "| cold build | 1399.5 s |" in page
+
+
+def test_render_lists_the_older_systems_the_build_was_proven_on() -> None:
+    manifest = {
+        "recipe": "cpu-linux",
+        "compat": [
+            {
+                "name": "bullseye-c",
+                "suite": "bullseye",
+                "glibc": "2.31",
+                "check": "c",
+                "ok": True,
+                "seconds": 3.2,
+                "details": {"gcc": "gcc (Debian 10.2.1-6) 10.2.1 20210110", "ldd": []},
+            },
+            {
+                "name": "bookworm-wheel",
+                "suite": "bookworm",
+                "glibc": "2.36",
+                "check": "wheel",
+                "ok": True,
+                "seconds": 41.0,
+                "details": {
+                    "python": "Python 3.11.2",
+                    "wheel": "onnxruntime-1.21.0-cp311-cp311-manylinux_2_17_x86_64.whl",
+                    "available_providers": ["CPUExecutionProvider"],
+                },
+            },
+        ],
+    }
+    page = render([RecipeReport(recipe="cpu-linux", manifest=manifest)])
+    assert "<h3>Older systems</h3><table class='compat'>" in page
+    assert (
+        "<tr class='pass'><td>bullseye-c</td><td>Debian bullseye</td><td>2.31</td><td>C program built with "
+        "gcc (Debian 10.2.1-6) 10.2.1 20210110 against the shipped library</td><td>3.2 s</td><td>PASS</td></tr>"
+    ) in page
+    assert "onnxruntime-1.21.0-cp311-cp311-manylinux_2_17_x86_64.whl on Python 3.11.2: reference models on CPU" in page
+    without = render([RecipeReport(recipe="x", manifest={"recipe": "x"})])
+    assert "No older systems checked" in without

@@ -30,6 +30,7 @@ from .steps import (
     bundle,
     c_smoke,
     check,
+    compat,
     configure,
     install,
     models,
@@ -58,6 +59,7 @@ STEPS: Mapping[str, Step] = {
     "wheel": wheel.run,
     "repair": repair.run,
     "check": check.run,
+    "compat": compat.run,
     "size": size.run,
     "publish": publish.run,
 }

@@ -140,6 +140,17 @@ class Checks(StepOutput):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Compat(StepOutput):
+    """The older systems the build was proven on (the toolchain's [compat.*]), one entry each: name,
+    suite, glibc, check, ok, seconds, root, and the check's details."""
+
+    results: tuple[Mapping[str, Any], ...]
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"compat": [dict(r) for r in self.results]}
+
+
+@dataclass(frozen=True, kw_only=True)
 class Size(StepOutput):
     report: Mapping[str, Any]
 

@@ -23,10 +23,12 @@ from .wheelinfo import WheelInfo, linux_platform, read_wheel
 NODE_TESTS_DIR = "node-tests-onnx-1.17.0"
 
 
-def _write_models(workdir: Path, visible: Path) -> list[ModelFiles]:
+def write_reference_models(workdir: Path, visible: Path, names: list[str] | None = None) -> list[ModelFiles]:
+    """The reference models (all, or ``names``) with their inputs and expected outputs under
+    ``workdir/models``, as runner files named as the runner sees them (under ``visible``)."""
     tol = tolerances()
     files: list[ModelFiles] = []
-    for m in reference_models():
+    for m in reference_models(names):
         save_case(workdir / "models" / m.name, m.model, m.inputs, m.expected)
         seen = visible / "models" / m.name
         files.append(
@@ -61,6 +63,24 @@ def _node_files(cache: Cache, workdir: Path, visible: Path) -> tuple[list[ModelF
         if d.is_dir()
     ]
     return files, skipped
+
+
+def write_runner(
+    workdir: Path,
+    candidates: list[str],
+    files: list[ModelFiles],
+    latency: dict[str, int] | None = None,
+    save_outputs: bool = False,
+) -> list[str]:
+    """The runner's plan (every file's cases on each candidate EP), runner.py and proof.py, in
+    ``workdir``; returns the candidates the suite has no expectations for."""
+    cases, unknown = plan_cases(candidates, files)
+    plan = {"cases": cases, "latency": latency, "save_outputs": save_outputs, "devices": device_probes(candidates)}
+    (workdir / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    package = Path(__file__).parent
+    shutil.copyfile(package / "runner.py", workdir / "runner.py")
+    shutil.copyfile(package / "proof.py", workdir / "proof.py")
+    return unknown
 
 
 REDUCED_REFUSAL = "NOT_IMPLEMENTED"  # ORT's status for a node no kernel is registered for
@@ -187,21 +207,11 @@ def smoke_wheel(
         node_skipped = 0
     else:
         node_files, node_skipped = _node_files(cache, workdir, visible) if with_node_tests else ([], 0)
-        files = _write_models(workdir, visible) + node_files
+        files = write_reference_models(workdir, visible) + node_files
     claimed = info.claimed_providers
     # A foreign wheel claims whatever it reports available: try every EP the registry knows.
     candidates = claimed if claimed is not None else [ep.provider for ep in registry.providers().values()]
-    cases, unknown = plan_cases(candidates, files)
-    plan = {
-        "cases": cases,
-        "latency": latency,
-        "save_outputs": save_outputs is not None,
-        "devices": device_probes(candidates),
-    }
-    (workdir / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
-    package = Path(__file__).parent
-    shutil.copyfile(package / "runner.py", workdir / "runner.py")
-    shutil.copyfile(package / "proof.py", workdir / "proof.py")
+    unknown = write_runner(workdir, candidates, files, latency, save_outputs is not None)
     out_dir.mkdir(parents=True, exist_ok=True)
     with (out_dir / f"{wheel.stem}.log").open("w", encoding="utf-8") as run_log:
         code = env.run_in_env(choice, info, workdir, cache, toolchain, run_log)

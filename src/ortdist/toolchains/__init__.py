@@ -13,7 +13,7 @@ from typing import Protocol, TextIO
 
 from ..errors import RecipeError
 from ..paths import Cache
-from .spec import ToolchainSpec, load_toolchain
+from .spec import CompatRoot, ToolchainSpec, load_toolchain
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,11 @@ class Toolchain(Protocol):
     def ensure_python_overlay(self, cache: Cache, build_root: Path, version: str, log: TextIO) -> Path:
         """Create (once) and return the directory of another CPython ``version`` (bound at
         /ortdist/python/<version>): the binding for it is compiled, and its wheel checked, there."""
+        ...
+
+    def ensure_compat_root(self, cache: Cache, compat: CompatRoot, log: TextIO) -> Path:
+        """Create (once) and return the older system ``compat`` names ([compat.<name>]): its suite
+        with only its packages, where the compat step proves the build's outputs run."""
         ...
 
     def installed_packages(self, root: Path) -> dict[str, str]:

@@ -16,6 +16,7 @@ import shutil
 import sys
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -26,7 +27,7 @@ from ..log import log as status
 from ..paths import IN_ROOT_COMPILER, IN_ROOT_EP_WHEELS, IN_ROOT_PYTHONS, IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
 from . import Bind
 from .host_python import copy_prefix, find_host_python
-from .spec import ToolchainSpec
+from .spec import CompatRoot, ToolchainSpec
 
 STAMP = ".ortdist-root.json"
 BASE_ENV = {
@@ -207,7 +208,7 @@ class DebianSysroot:
         return run.Shown(argv, f"[{root.name}] {inner}")
 
     # --- creating roots ----------------------------------------------------------------------
-    def _bootstrap(self, tmp: Path, packages: Sequence[str], log: TextIO) -> None:
+    def _bootstrap(self, tmp: Path, packages: Sequence[str], log: TextIO, origin: Origin) -> None:
         run.call(
             # A private mount namespace: the proc/sys mounts debootstrap makes in the target die with
             # it, even when it is killed, so the half-made root can always be deleted.
@@ -219,10 +220,10 @@ class DebianSysroot:
                 "--",
                 "debootstrap",
                 f"--variant={self.spec.variant}",
-                f"--components={','.join(self.spec.components)}",
-                self.spec.suite,
+                f"--components={','.join(origin.components)}",
+                origin.suite,
                 str(tmp),
-                self.spec.mirror,
+                origin.mirror,
             ],
             log=log,
             error=ToolchainError,
@@ -244,7 +245,7 @@ class DebianSysroot:
         )
         run.call(self.wrap(tmp, ["apt-get", "clean"]), log=log, error=ToolchainError, what="apt-get clean")
 
-    def _stamp(self, tmp: Path, packages: Sequence[str]) -> None:
+    def _stamp(self, tmp: Path, packages: Sequence[str], origin: Origin) -> None:
         versions = run.capture(
             self.wrap(tmp, ["dpkg-query", "-W", "-f", "${Package}\t${Version}\n"]),
             error=ToolchainError,
@@ -253,10 +254,11 @@ class DebianSysroot:
         installed = dict(line.split("\t", 1) for line in versions.splitlines() if "\t" in line)
         info = {
             "toolchain": self.spec.name,
-            "suite": self.spec.suite,
-            "digest": self.spec.root_digest,
+            "suite": origin.suite,
+            "digest": origin.digest,
             "requested": list(packages),
             "installed": installed,
+            **({"compat": origin.compat} if origin.compat else {}),
         }
         (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
@@ -273,23 +275,36 @@ class DebianSysroot:
             )
         return house
 
+    @property
+    def _own_origin(self) -> Origin:
+        """The toolchain's own suite: its build and clean roots."""
+        spec = self.spec
+        return Origin(spec.suite, spec.mirror, spec.components, spec.root_digest)
+
     def _ensure_root(
-        self, final: Path, packages: Sequence[str], log: TextIO, finish: Callable[[Path], None] | None = None
+        self,
+        final: Path,
+        packages: Sequence[str],
+        log: TextIO,
+        finish: Callable[[Path], None] | None = None,
+        origin: Origin | None = None,
     ) -> Path:
-        """Create the root once: bootstrap in a temp sibling, stamp it, rename it into place."""
+        """Create the root once: bootstrap ``origin``'s suite (default: the toolchain's) in a temp
+        sibling, stamp it, rename it into place."""
         require_root()  # an existing root too: every command in it needs unshare and chroot
         if self.reuse_root(final):
             return final
+        origin = origin or self._own_origin
         require_host_tools("debootstrap", "unshare", "chroot")
         status.info(
-            f"creating root {final.name} (debootstrap {self.spec.suite}, {len(packages)} packages; "
+            f"creating root {final.name} (debootstrap {origin.suite}, {len(packages)} packages; "
             "once per content digest)"
         )
         with temp_sibling_dir(final) as tmp:
-            self._bootstrap(tmp, packages, log)
+            self._bootstrap(tmp, packages, log, origin)
             if finish is not None:
                 finish(tmp)
-            self._stamp(tmp, packages)
+            self._stamp(tmp, packages, origin)
             self._finish_root(tmp, final)
         return final
 
@@ -383,6 +398,23 @@ class DebianSysroot:
 
     def ensure_clean_root(self, cache: Cache, log: TextIO) -> Path:
         return self._ensure_root(self.clean_root_path(cache), self.spec.clean_root_packages, log)
+
+    # --- older systems (the compat step) ----------------------------------------------------------
+    def _compat_origin(self, compat: CompatRoot) -> Origin:
+        mirror = compat.mirror or self.spec.mirror
+        digest = sha256_text(COMPAT_LAYOUT, compat.suite, mirror, self.spec.variant, *compat.packages)
+        return Origin(compat.suite, mirror, ("main",), digest, compat.name)
+
+    def compat_root_path(self, cache: Cache, compat: CompatRoot) -> Path:
+        """<cache>/sysroots/compat-<name>-<digest>: keyed by what it is made of (suite, mirror,
+        packages), not by the toolchain, whose digests it is no part of."""
+        return cache.sysroots / f"compat-{compat.name}-{self._compat_origin(compat).digest[:12]}"
+
+    def ensure_compat_root(self, cache: Cache, compat: CompatRoot, log: TextIO) -> Path:
+        """An older Debian (``compat.suite``) with only ``compat.packages``: made, stamped and
+        verified like the clean root, from its own suite."""
+        origin = self._compat_origin(compat)
+        return self._ensure_root(self.compat_root_path(cache, compat), compat.packages, log, origin=origin)
 
     # --- cross targets ------------------------------------------------------------------------
     def target_root_path(self, cache: Cache, triple: str, clean: bool = False) -> Path:
@@ -594,8 +626,21 @@ def apt_state_dir(final: Path) -> Iterator[Path]:
         remove_tree(state)
 
 
+@dataclass(frozen=True)
+class Origin:
+    """What a debootstrap root is made from: the suite, where from, and the digest its stamp records."""
+
+    suite: str
+    mirror: str
+    components: tuple[str, ...]
+    digest: str
+    compat: str = ""  # the [compat.<name>] table it was made for
+
+
 # Bumped when the way a target sysroot is laid out changes, so cached ones are re-made.
 TARGET_LAYOUT = "merged-usr-1"
+# The same for the compat roots of older systems.
+COMPAT_LAYOUT = "compat-1"
 # The same for the directories of other CPython versions.
 PYTHON_LAYOUT = "python-overlay-1"
 

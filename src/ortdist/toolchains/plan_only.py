@@ -14,7 +14,7 @@ from typing import NoReturn, TextIO
 from ..errors import ToolchainError
 from ..paths import Cache
 from . import Bind
-from .spec import ToolchainSpec
+from .spec import CompatRoot, ToolchainSpec
 
 
 class PlanOnlyToolchain:
@@ -47,6 +47,9 @@ class PlanOnlyToolchain:
 
     def ensure_clean_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
         self._refuse("cross-build")
+
+    def ensure_compat_root(self, cache: Cache, compat: CompatRoot, log: TextIO) -> Path:
+        self._refuse(f"check a build on Debian {compat.suite}")
 
     def installed_packages(self, root: Path) -> dict[str, str]:
         self._refuse("list packages")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,17 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from .. import registry
-from ..config import construct, convert_fields, convert_table, did_you_mean, dotted, read_toml, where
+from ..config import (
+    KEY,
+    construct,
+    convert_fields,
+    convert_table,
+    did_you_mean,
+    dotted,
+    parse_toml,
+    read_toml,
+    where,
+)
 from ..errors import RecipeError
 from ..fsutil import sha256_file, sha256_text
 
@@ -29,6 +40,24 @@ class CleanRoot:
     """[clean_root]: the bare root wheels are checked in."""
 
     packages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompatRoot:
+    """[compat.<name>]: an older Debian root a finished build is proven to run in, offline (the
+    compat step). Not part of any digest: changing one re-makes only its own root."""
+
+    name: str = field(metadata=KEY)  # the table's name: the root's directory and the manifest entry
+    suite: str  # the Debian suite debootstrapped (bullseye: glibc 2.31, the oldest on the mirror)
+    check: Literal["c", "wheel"]  # c: its gcc compiles the C program against the shipped library
+    packages: tuple[str, ...]  # installed into it (apt, no recommends): what the check needs
+    python: str | None = None  # check "wheel": the root's CPython; the build's wheel for it is installed
+    mirror: str = ""  # default: the toolchain's own
+
+    @property
+    def label(self) -> str:
+        """How errors and logs name it."""
+        return f"compat root {self.name!r} (Debian {self.suite})"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,6 +145,8 @@ class ToolchainFile:
     # Every dependency of ORT_versions.toml [deps] is compiled from its pinned source (else only
     # those marked `always`; the root's -dev packages serve the rest).
     deps_from_source: bool = False
+    # Older systems a build's outputs are proven on (x86_64 Linux targets): the compat step.
+    compat: Mapping[str, CompatRoot] = field(default_factory=_empty)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +183,7 @@ class ToolchainSpec:
     declared_in: Mapping[str, str] = field(default_factory=_empty)
     compiler: Compiler | None = None
     deps_from_source: bool = False
+    compat: Mapping[str, CompatRoot] = field(default_factory=_empty)
 
     @property
     def has_root(self) -> bool:
@@ -215,7 +247,7 @@ class ToolchainSpec:
 
 # Tables a child toolchain (``extends``) merges into its parent's, key by key; every other key it
 # sets replaces the parent's.
-_MERGED_TABLES = ("cmake", "ep_packages", "ep_cmake", "ep_wheels", "python_tools")
+_MERGED_TABLES = ("cmake", "ep_packages", "ep_cmake", "ep_wheels", "python_tools", "compat")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CPYTHON = re.compile(r"^3\.[0-9]{1,2}$")
 PYTHONS_FILE = "pythons.toml"
@@ -225,6 +257,12 @@ _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 # venv's interpreter). components and ep_wheels count only where set, so older roots keep their name.
 _ROOT_KEYS = ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
 _ROOT_KEYS_IF_SET = ("components", "ep_wheels", "compiler")
+# Not in either digest: what runs after the build, in roots of its own (see _digest_input).
+_UNDIGESTED = ("compat",)
+_TABLE_HEADER = re.compile(r"^\s*\[")
+_UNDIGESTED_HEADER = re.compile(r"^\s*\[\s*compat\s*[.\]]")
+_COMPAT_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+_SUITE = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
 def toolchain_file(project: Path, name: str) -> Path:
@@ -316,12 +354,91 @@ def _digests(data: dict[str, Any], files: list[Path], shims_dirs: tuple[Path, ..
     goes into the sysroot, so editing CMake defines or shims does not re-create a 1 GB root."""
     shim_files = [(d, p) for d in shims_dirs if d.is_dir() for p in sorted(d.rglob("*")) if p.is_file()]
     digest = sha256_text(
-        *(f.read_text(encoding="utf-8") for f in files),
+        *(_digest_input(f) for f in files),
         *(f"{p.relative_to(d)}:{sha256_file(p)}" for d, p in shim_files),
     )
     root = {key: data.get(key) for key in (*_ROOT_KEYS, *_ROOT_KEYS_IF_SET) if key in data or key in _ROOT_KEYS}
     root["cross_host_packages"] = {t: c.get("host_packages", []) for t, c in data.get("cross", {}).items()}
     return digest, sha256_text(json.dumps(root, sort_keys=True))
+
+
+def _digest_input(path: Path) -> str:
+    """A toolchain file's text as the build trees' digest sees it: without its ``[compat.*]`` tables
+    and the comment lines right above each (what runs after the build, in roots of its own), so
+    adding or editing them neither discards a build tree nor changes a wheel's build record. Only
+    when what is left reads as the file's other keys, unchanged; else the whole text counts."""
+    text = path.read_text(encoding="utf-8")
+    data = parse_toml(text, str(path), RecipeError)
+    if not any(key in data for key in _UNDIGESTED):
+        return text
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if _TABLE_HEADER.match(line):
+            skipping = bool(_UNDIGESTED_HEADER.match(line))
+            while skipping and kept and (not kept[-1].strip() or kept[-1].lstrip().startswith("#")):
+                kept.pop()
+        if not skipping:
+            kept.append(line)
+    rest = "".join(kept)
+    try:
+        unchanged = tomllib.loads(rest) == {k: v for k, v in data.items() if k not in _UNDIGESTED}
+    except tomllib.TOMLDecodeError:
+        unchanged = False
+    return rest if unchanged else text
+
+
+def _check_compat(tc: ToolchainFile, path: Path, where_all: str) -> None:
+    """[compat.<name>]: a name fit for a directory, a Debian suite, what each check needs."""
+    origin = str(path) + where_all
+    for name, compat in tc.compat.items():
+        table = dotted("compat", name)
+
+        def at(key: str, table: str = table) -> str:
+            return where(origin, dotted(table, key) if key else table)
+
+        if tc.plan_only:
+            raise RecipeError(
+                "a plan_only toolchain has no roots to check a build in",
+                where=at(""),
+                fix="drop the [compat] tables until the toolchain has an implementation",
+            )
+        if not _COMPAT_NAME.match(name):
+            raise RecipeError(
+                f"compat root name {name!r} is not lowercase letters, digits, dots and dashes",
+                where=at(""),
+                fix="rename the table, e.g. [compat.bullseye-c] (the name is part of the root's directory)",
+            )
+        if not _SUITE.match(compat.suite):
+            raise RecipeError(
+                f"suite {compat.suite!r} is not a Debian suite name",
+                where=at("suite"),
+                fix='a codename debootstrap knows, e.g. suite = "bullseye"',
+            )
+        if not compat.packages:
+            raise RecipeError(
+                "a compat root needs the packages its check runs",
+                where=at("packages"),
+                fix='check "c": packages = ["gcc", "libc6-dev"]; check "wheel": packages = ["python3", "python3-venv"]',
+            )
+        if compat.check == "wheel" and (compat.python is None or not _CPYTHON.match(compat.python)):
+            raise RecipeError(
+                f'check "wheel" needs the CPython version of the root\'s python3, got {compat.python!r}',
+                where=at("python"),
+                fix='e.g. python = "3.11" for bookworm (the recipe must ship a wheel for it)',
+            )
+        if compat.check == "c" and compat.python is not None:
+            raise RecipeError(
+                'check "c" runs no Python',
+                where=at("python"),
+                fix='drop python, or make it check = "wheel"',
+            )
+        if compat.mirror and not compat.mirror.startswith(("http://", "https://")):
+            raise RecipeError(
+                f"mirror {compat.mirror!r} is not an http(s) URL",
+                where=at("mirror"),
+                fix='e.g. mirror = "http://archive.debian.org/debian", or drop it to use the toolchain\'s mirror',
+            )
 
 
 def _check_ep_switches(chain: list[tuple[Path, dict[str, Any]]]) -> None:
@@ -421,6 +538,7 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
     kwargs = convert_fields(ToolchainFile, data, origin=str(path) + where_all, error=RecipeError)
     tc = construct(ToolchainFile, kwargs, origin=str(path) + where_all, error=RecipeError)
     _check(tc, path, where_all)
+    _check_compat(tc, path, where_all)
     _check_ep_switches(chain)
     shims_dirs = tuple(f.with_suffix("") / "cmake-shims" for f in files)
     digest, root_digest = _digests(data, files, shims_dirs)
@@ -453,10 +571,12 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         declared_in=MappingProxyType(_declared_in(chain)),
         compiler=tc.compiler,
         deps_from_source=tc.deps_from_source,
+        compat=tc.compat,
     )
 
 
 __all__ = [
+    "CompatRoot",
     "Compiler",
     "CrossTarget",
     "OtherPython",

@@ -18,7 +18,7 @@ from ortdist.pipeline.runner import Command, RecordingRunner
 from ortdist.pipeline.state import BuildState, Source
 from ortdist.plan import BuildPlan
 from ortdist.toolchains import Bind
-from ortdist.toolchains.spec import ToolchainSpec
+from ortdist.toolchains.spec import CompatRoot, ToolchainSpec
 from ortdist.wheel.record import record_line
 
 # The source release's timestamp: what every archive of a build is stamped with.
@@ -63,6 +63,10 @@ class FakeToolchain:
     def ensure_python_overlay(self, cache: Cache, build_root: Path, version: str, log: TextIO) -> Path:
         self.calls.append(("python", build_root.name, version))
         return self._root(f"python-{version}")
+
+    def ensure_compat_root(self, cache: Cache, compat: CompatRoot, log: TextIO) -> Path:
+        self.calls.append(("compat", compat.name, compat.suite))
+        return self._root(f"compat-{compat.name}")
 
     def installed_packages(self, root: Path) -> dict[str, str]:
         return {"libgomp1": "14.2.0-19", f"pkg-of-{root.name}": "1.0"}
