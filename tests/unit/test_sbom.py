@@ -215,3 +215,24 @@ def test_a_debian_trixie_build_lists_only_what_it_compiled(project: Path) -> Non
     assert [r for r in refs if r.startswith("source:")] == ["source:onnxruntime", "source:onnx"]
     assert not [r for r in refs if r.startswith("compiler:")]
     assert sbom.summary(doc)["compiler"] == ""
+
+
+def test_the_last_write_of_a_wheel_compresses_every_member_at_the_best_level(tmp_path: Path) -> None:
+    """auditwheel writes zlib level 6; the wheel leaves ortdist at level 9, contents unchanged."""
+    import random
+    import zlib
+
+    rng = random.Random(7)
+    body = "".join(rng.choice(["add ", "mov ", "rax ", "rbx ", "\n"]) for _ in range(200_000)).encode()
+    wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+        zf.writestr("pkg/lib.so", body)
+        zf.writestr("pkg-1.0.dist-info/METADATA", b"Name: pkg\nVersion: 1.0\n")
+        zf.writestr("pkg-1.0.dist-info/RECORD", b"pkg-1.0.dist-info/RECORD,,\n")
+    before = zipfile.ZipFile(wheel).getinfo("pkg/lib.so").compress_size
+    add_to_dist_info(wheel, {"sboms/ortdist.cdx.json": b"{}\n"}, 1741221472)
+    with zipfile.ZipFile(wheel) as zf:
+        after = zf.getinfo("pkg/lib.so").compress_size
+        assert zf.read("pkg/lib.so") == body
+    best = zlib.compressobj(9, zlib.DEFLATED, -15)
+    assert after == len(best.compress(body) + best.flush()) < before

@@ -32,8 +32,14 @@ def dist_info_dir(names: list[str]) -> str:
     return records[0].rsplit("/", 1)[0]
 
 
+# zlib's best compression: the wheel is written once and downloaded many times. 9 rather than
+# auditwheel's 6 takes 73 KB (0.5%) off the cpu-linux wheel for about 3 s per wheel.
+COMPRESSLEVEL = 9
+
+
 def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> None:
-    """Add ``files`` (paths relative to the .dist-info directory) to ``wheel`` in place."""
+    """Add ``files`` (paths relative to the .dist-info directory) to ``wheel`` in place, every
+    member recompressed at COMPRESSLEVEL (this is the last write of a repaired wheel)."""
     date_time = time.gmtime(max(epoch, 315532800))[:6]  # zip cannot store times before 1980
     with zipfile.ZipFile(wheel) as zin:
         infos = zin.infolist()
@@ -46,12 +52,12 @@ def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> Non
         with atomic_file(wheel) as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zout:
             for info in infos:
                 if info.filename != record_name:
-                    zout.writestr(info, zin.read(info.filename))
+                    zout.writestr(info, zin.read(info.filename), compresslevel=COMPRESSLEVEL)
             for name, data in added.items():
                 member = zipfile.ZipInfo(name, date_time=date_time)
                 member.compress_type = zipfile.ZIP_DEFLATED
                 member.external_attr = 0o100644 << 16
-                zout.writestr(member, data)
+                zout.writestr(member, data, compresslevel=COMPRESSLEVEL)
             lines = [
                 line
                 for line in zin.read(record_name).decode().splitlines()
@@ -60,7 +66,7 @@ def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> Non
             lines += [record_line(name, data) for name, data in added.items()]
             lines.append(f"{record_name},,")
             record_info = next(i for i in infos if i.filename == record_name)
-            zout.writestr(record_info, ("\n".join(lines) + "\n").encode())
+            zout.writestr(record_info, ("\n".join(lines) + "\n").encode(), compresslevel=COMPRESSLEVEL)
 
 
 def retag(wheel: Path, python: str) -> Path:
