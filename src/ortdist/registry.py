@@ -48,6 +48,14 @@ class ToolchainKind:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DebianSuite:
+    """A Debian suite ortdist makes roots of (debian_suites.toml)."""
+
+    name: str = field(metadata=KEY)
+    glibc: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class ExecutionProvider:
     name: str = field(metadata=KEY)
     provider: str
@@ -230,6 +238,13 @@ def ep_switches() -> frozenset[str]:
 def cuda_eps() -> frozenset[str]:
     """EPs whose kernels nvcc compiles: a recipe's [cuda] table applies to them."""
     return frozenset(name for name, ep in providers().items() if "CUDA" in ep.compile_languages)
+
+
+@functools.cache
+def debian_suites() -> dict[str, DebianSuite]:
+    return convert_table(
+        DebianSuite, load_data("debian_suites.toml"), origin=data_origin("debian_suites.toml"), error=DataError
+    )
 
 
 @functools.cache

@@ -145,8 +145,12 @@ def _reduced_files(
 
 
 def where_to_run(info: WheelInfo, toolchain: Toolchain) -> env.Choice:
-    """Host, clean root or emulator for this wheel; a CheckError when nothing here can run it."""
-    glibc_major, glibc_minor = (int(x) for x in toolchain.spec.glibc.split(".")[:2])
+    """Host, clean root or emulator for this wheel; a CheckError when nothing here can run it.
+    The clean root runs its suite's glibc, which may be newer than what the toolchain's output
+    needs (portable-glibc2.17 builds in a trixie root)."""
+    suite = registry.debian_suites().get(toolchain.spec.suite)
+    root_glibc = suite.glibc if suite else toolchain.spec.glibc
+    glibc_major, glibc_minor = (int(x) for x in root_glibc.split(".")[:2])
     targets = registry.targets()
     emulated = {targets[t].arch: t for t in toolchain.spec.cross_targets if t in targets}
     if not linux_platform(info.platform):
