@@ -1,8 +1,16 @@
-"""Reading ninja's ``.ninja_log``: what each output's last compile cost."""
+"""Reading ninja's ``.ninja_log``: what each output's last compile cost; and its console output."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+# What ninja prints, and prints only, when every output is up to date: it ran no command at all.
+NO_WORK = "ninja: no work to do."
+
+
+def no_work(output: Iterable[str]) -> bool:
+    """Whether ninja's console output says it had nothing to do."""
+    return any(line.strip() == NO_WORK for line in output)
 
 
 def last_runs(ninja_log: str) -> dict[str, tuple[int, int]]:

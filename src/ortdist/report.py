@@ -1,11 +1,15 @@
 """dist/report.html: one static page for a set of builds, readable offline.
 
-For every recipe in dist/: the smoke matrix (EP x reference model: share of nodes on the EP,
-max error, median latency), the older systems the build was proven on, the artifacts and what
-takes the space in the wheel (a bar chart), build times, the compiler-cache hit rate, and the
-SBOM summary; benchmark results when dist/bench/results.json exists. Collecting reads files;
-rendering is a pure function of the collected data. The chart is drawn in the browser from data
-embedded in the page (no network), so a headless Chromium can prove it rendered.
+For every recipe in dist/, as a release page: a timeline of the build's steps in the order they
+ran (steps that reused earlier work drawn apart from real work, see ``release.reuse``), the
+compiler-cache hit rate, the artifacts each against the previous build of the recipe and, for
+wheels, against PyPI's (``release``); the smoke matrix (EP x reference model: share of nodes on
+the EP, max error, median latency), the older systems the build was proven on, what takes the
+space in the wheel (a bar chart), and the SBOM summary; benchmark results when
+dist/bench/results.md exists. Collecting reads files; rendering is a pure function of the
+collected data. The timeline is inline SVG written here; the space chart is drawn in the browser
+from data embedded in the page (no network). The page's script records what the browser laid out
+(``data-rendered``, the timeline's step order and bar widths), so a headless Chromium can prove it.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import sbom
+from . import release, sbom
 from .errors import CheckError
+from .manifest import MANIFEST, PREVIOUS_MANIFEST
 
 # Wheel members grouped by what they are, in display order (first match wins).
 _GROUPS: list[tuple[str, re.Pattern[str]]] = [
@@ -39,6 +44,8 @@ class RecipeReport:
     space: dict[str, int] = field(default_factory=dict)  # group -> uncompressed bytes in the wheel
     largest: list[tuple[str, int]] = field(default_factory=list)
     sbom: dict[str, Any] | None = None
+    previous: dict[str, Any] | None = None  # the manifest of the build published before this one
+    pypi: dict[str, release.PypiWheel] = field(default_factory=dict)  # our wheel's file -> PyPI's
 
 
 def wheel_space(wheel: Path) -> tuple[dict[str, int], list[tuple[str, int]]]:
@@ -72,12 +79,13 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
-    """Every dist/<recipe>/ with a manifest, with its smoke reports, wheel breakdown and SBOM.
+    """Every dist/<recipe>/ with a manifest, with its smoke reports, wheel breakdown, SBOM, the
+    previous build's manifest and PyPI's wheels to compare with.
     ``require``: an empty dist/ is an error (not when there is something else to show)."""
     reports: list[RecipeReport] = []
     if dist.exists() and not dist.is_dir():
         raise CheckError("not a directory", where=str(dist), fix="pass the dist/ directory builds publish into")
-    for manifest_file in sorted(dist.glob("*/manifest.json")):
+    for manifest_file in sorted(dist.glob(f"*/{MANIFEST}")):
         manifest = _json(manifest_file)
         out = manifest_file.parent
         artifacts = manifest.get("artifacts", [])
@@ -104,6 +112,8 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
                 document = sbom.summary(sbom.read_artifact_sbom(artifact))
             except sbom.NoSbomError:
                 document = None  # built before SBOMs, or by another tool: the page says so
+        previous_file = out / PREVIOUS_MANIFEST
+        pypi = {a["path"]: ref for a in artifacts if (ref := release.pypi_reference(a, manifest))}
         reports.append(
             RecipeReport(
                 recipe=str(manifest.get("recipe", out.name)),
@@ -112,6 +122,8 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
                 space=space,
                 largest=largest,
                 sbom=document,
+                previous=_json(previous_file) if previous_file.is_file() else None,
+                pypi=pypi,
             )
         )
     if not reports and require:
@@ -124,8 +136,8 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
 def input_files(dist: Path) -> list[Path]:
     """The files a report of ``dist`` reads (its output must not replace one of them)."""
     files = [dist / "bench" / "results.md"]
-    for manifest_file in sorted(dist.glob("*/manifest.json")):
-        files.append(manifest_file)
+    for manifest_file in sorted(dist.glob(f"*/{MANIFEST}")):
+        files += [manifest_file, manifest_file.parent / PREVIOUS_MANIFEST]
         files += sorted(manifest_file.parent.glob("*.whl")) + sorted(manifest_file.parent.glob("*.tar.gz"))
         files += sorted((manifest_file.parent / "smoke").glob("*.json"))
     return files
@@ -165,25 +177,147 @@ def _smoke_matrix(r: RecipeReport) -> str:
     )
 
 
-def _build_facts(r: RecipeReport) -> str:
-    times = r.manifest.get("build_times_s", {})
-    cache = r.manifest.get("compiler_cache") or r.manifest.get("ccache") or {}
-    hits = sum(v for k, v in cache.items() if "hit" in k and isinstance(v, int))
-    misses = int(cache.get("cache_miss", 0))
-    rate = f"{hits / (hits + misses):.1%} ({hits} hits, {misses} misses)" if hits + misses else "no compiles"
-    steps = "".join(f"<tr><td>{_e(k)}</td><td>{v:.1f} s</td></tr>" for k, v in times.items())
-    artifacts = "".join(
-        f"<tr><td>{_e(a['kind'])}</td><td>{_e(a['path'])}</td><td>{_mb(a['size'])}</td>"
-        f"<td><code>{_e(a['sha256'][:16])}</code></td></tr>"
+def _delta(v: release.Versus) -> str:
+    if v.same_bytes:
+        return "identical (same sha256)"
+    if not v.delta:
+        return "same size, other bytes"
+    return f"{v.delta:+,} B ({v.percent:+.2f}%)"
+
+
+def _versus_previous(r: RecipeReport, artifact: dict[str, Any]) -> str:
+    if r.previous is None:
+        return "<td class='none'>no previous build</td>"
+    v = release.versus_previous(artifact, r.previous)
+    if v is None:
+        return "<td class='none'>new</td>"
+    return f"<td class='versus' title='{_e(v.reference)}'>{_e(_delta(v))}<br><small>was {v.size:,} B</small></td>"
+
+
+def _versus_pypi(r: RecipeReport, artifact: dict[str, Any]) -> str:
+    reference = r.pypi.get(artifact["path"])
+    v = release.versus_pypi(artifact, reference) if reference else None
+    if reference is None or v is None:
+        if artifact["kind"] != "wheel":
+            return "<td class='none'></td>"
+        return "<td class='none' title='no PyPI wheel for it in data/pypi_wheels.toml'>-</td>"
+    return (
+        f"<td class='versus pypi' title='{_e(reference.file)}'>{_e(_delta(v))}<br>"
+        f"<small>PyPI {reference.size:,} B</small></td>"
+    )
+
+
+def _artifacts(r: RecipeReport) -> str:
+    """The artifacts, each against the previous build's and (wheels) PyPI's file."""
+    rows = "".join(
+        f"<tr><td>{_e(a['kind'])}</td><td>{_e(a['path'])}</td>"
+        f"<td>{a['size']:,} B<br><small>{_mb(a['size'])}</small></td>"
+        f"<td><code>{_e(a['sha256'][:16])}</code></td>{_versus_previous(r, a)}{_versus_pypi(r, a)}</tr>"
         for a in r.manifest.get("artifacts", [])
     )
+    gone = release.dropped(r.manifest, r.previous)
     return (
-        "<div class='facts'><table class='times'><thead><tr><th>step</th><th>time</th></tr></thead>"
-        f"<tbody>{steps}</tbody></table>"
-        f"<p class='cache'>Compiler cache ({_e(cache.get('name', 'ccache'))}): {rate}</p></div>"
-        "<table class='artifacts'><thead><tr><th>kind</th><th>file</th><th>size</th><th>sha256</th></tr></thead>"
-        f"<tbody>{artifacts}</tbody></table>"
+        "<table class='artifacts'><thead><tr><th>kind</th><th>file</th><th>size</th><th>sha256</th>"
+        f"<th>vs previous build</th><th>vs PyPI</th></tr></thead><tbody>{rows}</tbody></table>"
+        + (f"<p>In the previous build, no longer built: {_e(', '.join(gone))}</p>" if gone else "")
     )
+
+
+def _previous_note(r: RecipeReport) -> str:
+    p = r.previous
+    if p is None:
+        return (
+            f"<p class='none'>No previous build of this recipe to compare with: publishing keeps the "
+            f"manifest it replaces as {PREVIOUS_MANIFEST}, so the next build is compared with this one.</p>"
+        )
+    changed = p.get("recipe_sha256") != r.manifest.get("recipe_sha256")
+    return (
+        f"<p class='previous'>Compared with the previous build of this recipe ({PREVIOUS_MANIFEST}: "
+        f"ortdist {_e(p.get('ortdist_version', '?'))}, ONNX Runtime {_e(p.get('ort_version', '?'))}"
+        + (", the recipe file has changed since" if changed else ", same recipe file")
+        + ").</p>"
+    )
+
+
+_TL_NAME, _TL_SPAN, _TL_ROW, _TL_TEXT = 90, 600, 20, 160  # px: step names, all steps' time, a row, end labels
+
+
+def _timeline(steps: list[release.Step]) -> str:
+    """The steps as a timeline in inline SVG: one row per step in the order they ran, its bar
+    starting where the steps before it ended and as long as its seconds (one scale for the whole
+    build), labelled with the seconds; reused steps (cached or no-op) drawn hollow and labelled so."""
+    total = sum(s.seconds for s in steps)
+    scale = _TL_SPAN / total if total > 0 else 0.0
+    rows = []
+    for i, s in enumerate(steps):
+        y, x, width = i * _TL_ROW, _TL_NAME + s.start * scale, s.seconds * scale
+        kind = s.reuse.label if s.reuse else "work"
+        tag = f" · {s.reuse.label}" if s.reuse else ""
+        why = f" ({s.reuse.why})" if s.reuse else ""
+        rows.append(
+            f"<g class='step {kind}' data-step='{_e(s.name)}' data-seconds='{s.seconds}'>"
+            f"<title>{_e(f'{s.name}: {s.seconds:.1f} s{why}')}</title>"
+            f"<text class='name' x='0' y='{y + 14}'>{_e(s.name)}</text>"
+            f"<rect class='tl-bar' x='{x:.2f}' y='{y + 3}' width='{width:.2f}' height='{_TL_ROW - 6}'/>"
+            f"<text class='secs' x='{x + width + 4:.2f}' y='{y + 14}'>{s.seconds:.1f} s{_e(tag)}</text></g>"
+        )
+    axis_y = len(steps) * _TL_ROW + 4
+    axis = (
+        f"<line class='axis' x1='{_TL_NAME}' x2='{_TL_NAME + _TL_SPAN}' y1='{axis_y}' y2='{axis_y}'/>"
+        f"<text class='axis' x='{_TL_NAME}' y='{axis_y + 14}'>0 s</text>"
+        f"<text class='axis' x='{_TL_NAME + _TL_SPAN}' y='{axis_y + 14}' text-anchor='end'>{total:.1f} s</text>"
+    )
+    return (
+        f"<svg class='timeline' xmlns='http://www.w3.org/2000/svg' width='{_TL_NAME + _TL_SPAN + _TL_TEXT}' "
+        f"height='{axis_y + 20}' role='img' aria-label='build steps in the order they ran'>{''.join(rows)}{axis}</svg>"
+        "<p class='legend'><span class='key work'></span> work <span class='key cached'></span> cached "
+        "(every compile from the compiler cache) <span class='key no-op'></span> no-op (nothing to do)</p>"
+    )
+
+
+def _steps_table(r: RecipeReport, steps: list[release.Step]) -> str:
+    total = sum(s.seconds for s in steps)
+
+    def change(now: float, before: float | None) -> str:
+        return "<td></td><td></td>" if before is None else f"<td>{before:.1f} s</td><td>{now - before:+.1f} s</td>"
+
+    rows = "".join(
+        f"<tr class='{s.reuse.label if s.reuse else 'work'}'><td>{_e(s.name)}</td><td>{s.seconds:.1f} s</td>"
+        f"<td>{s.seconds / total if total else 0:.0%}</td>{change(s.seconds, s.previous)}"
+        f"<td>{_e(f'{s.reuse.label}: {s.reuse.why}' if s.reuse else '')}</td></tr>"
+        for s in steps
+    )
+    now_total = release.total_seconds(r.manifest)
+    foot = (
+        f"<tr class='total'><td>total</td><td>{now_total:.1f} s</td><td></td>"
+        f"{change(now_total, release.total_seconds(r.previous))}<td></td></tr>"
+        if now_total is not None
+        else ""
+    )
+    return (
+        "<table class='times'><thead><tr><th>step</th><th>time</th><th>share</th><th>previous</th><th>change</th>"
+        f"<th>reused</th></tr></thead><tbody>{rows}{foot}</tbody></table>"
+    )
+
+
+def _cache(r: RecipeReport) -> str:
+    """The compiler cache's hit rate, with the counts it comes from."""
+    c = release.compiler_cache(r.manifest)
+    if c is None:
+        return "<p class='cache'>Compiler cache: no counters in the manifest (none used).</p>"
+    misses = f"{c.misses:,} {'miss' if c.misses == 1 else 'misses'}"
+    if c.rate is None:
+        text = f"no compiles in this build (0 hits, {misses})"
+    else:
+        kinds = ", ".join(f"{v:,} {k.removesuffix('_hit').removesuffix('_cache')}" for k, v in c.hit_kinds.items())
+        detail = f" ({kinds})" if len(c.hit_kinds) > 1 else ""
+        text = f"{c.rate:.1%} hit rate: {c.hits:,} of {c.compiles:,} compiles from the cache{detail}, {misses}"
+    return f"<p class='cache'>Compiler cache ({_e(c.name)}): {_e(text)}</p>"
+
+
+def _build_facts(r: RecipeReport) -> str:
+    steps = release.timeline(r.manifest, r.previous)
+    return f"{_timeline(steps)}{_cache(r)}{_steps_table(r, steps)}"
 
 
 def _compat(r: RecipeReport) -> str:
@@ -238,7 +372,13 @@ body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
 h1{margin-bottom:0}section.recipe{border-top:2px solid #ccc;margin-top:2em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}
 tr.pass td:last-child{color:#070}tr.fail td{background:#fdd}tr.skip td:last-child{color:#777}
-.facts{display:flex;gap:2em;align-items:flex-start}svg.space text{font-size:12px}
+svg.space text,svg.timeline text{font-size:12px}small,td.none{color:#777}
+svg.timeline .work rect,.key.work{fill:#4a7bd0;background:#4a7bd0}
+svg.timeline .cached rect,.key.cached{fill:#d4ead4;background:#d4ead4;stroke:#3a8a3a;border:1px dashed #3a8a3a}
+svg.timeline .no-op rect,.key.no-op{fill:none;stroke:#888;border:1px dashed #888}
+svg.timeline rect{stroke-dasharray:3 2}svg.timeline line.axis{stroke:#999}
+svg.timeline .cached text,svg.timeline .no-op text,tr.cached td,tr.no-op td{fill:#777;color:#777;font-style:italic}
+.key{display:inline-block;width:14px;height:10px;margin-left:1em}tr.total td{font-weight:bold}
 """
 
 _SCRIPT = """
@@ -262,6 +402,14 @@ for (const el of document.querySelectorAll('svg.space')) {
   el.setAttribute('height', data.length * 24 + 8);
   el.dataset.rendered = String(data.length);
 }
+// The timeline is inline SVG; record what the browser laid out: the steps in document order and
+// each bar's rendered width in px, so a headless browser's DOM proves order and proportions.
+for (const el of document.querySelectorAll('svg.timeline')) {
+  const steps = [...el.querySelectorAll('g.step')];
+  el.dataset.order = steps.map(g => g.dataset.step).join(' ');
+  el.dataset.widths = steps.map(g => g.querySelector('rect').getBoundingClientRect().width.toFixed(1)).join(' ');
+  el.dataset.rendered = String(steps.length);
+}
 """
 
 
@@ -276,9 +424,10 @@ def render(reports: list[RecipeReport], bench_html: str = "") -> str:
             f"<p>{_e(m.get('description', ''))}</p>"
             f"<p>ONNX Runtime {_e(m.get('ort_version'))} for {_e(m.get('target'))}; EPs: "
             f"{_e(', '.join(m.get('provider_names', [])))}; {_e(m.get('build_type'))}</p>"
+            f"<h3>Artifacts</h3>{_previous_note(r)}{_artifacts(r)}"
+            f"<h3>Build steps, in the order they ran</h3>{_build_facts(r)}"
             f"<h3>Smoke matrix</h3>{_smoke_matrix(r)}"
             f"<h3>Older systems</h3>{_compat(r)}"
-            f"<h3>Build</h3>{_build_facts(r)}"
             f"<h3>What takes the space in the wheel (uncompressed)</h3>"
             f"<svg class='space' width='800' height='10' data-bars='{_e(bars)}'></svg>"
             f"<table class='largest'><thead><tr><th>largest members</th><th>size</th></tr></thead>"

@@ -261,6 +261,10 @@ def test_an_offline_rebuild_after_rm_rf_is_served_by_ccache_and_byte_identical(
     again = json.loads((tmp_path / "cpu-linux" / "manifest.json").read_text())
     cache = again["compiler_cache"]
     assert cache["cache_miss"] == 0 and cache["direct_cache_hit"] + cache["preprocessed_cache_hit"] > 500, cache
+    from ortdist import release
+
+    served = release.reuse("build", again["build_times_s"]["build"], again)  # what the report draws
+    assert served is not None and served.label == "cached" and again["build"] == {"ninja_no_work": False}, served
     first = {a["path"]: a["sha256"] for a in manifest["artifacts"]}
     second = {a["path"]: a["sha256"] for a in again["artifacts"]}
     assert second == first and len(first) == len(manifest["artifacts"])  # both wheels too
@@ -370,6 +374,25 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     assert dom.count('class="bar"') == len(groups)
     assert "abseil" in dom and "ppbt" in dom  # SBOM summary: the sources compiled in, and the compiler
     assert "<td>bullseye-c</td><td>Debian bullseye</td><td>2.31</td>" in dom  # the older systems
+    # The timeline: one bar per step in the order the steps ran (driver.STEPS; manifest.json's keys
+    # are alphabetical), laid out by the browser as wide as its share of the steps' 600 px.
+    from ortdist import release
+    from ortdist.pipeline.driver import STEPS
+
+    times = {k: v for k, v in manifest["build_times_s"].items() if k != "total"}
+    ran = [s for s in STEPS if s in times]
+    assert ran != sorted(ran) and set(ran) == set(times)
+    timeline = re.search(r'<svg class="timeline"[^>]*>', dom)
+    assert timeline is not None
+    assert f'data-rendered="{len(ran)}"' in timeline[0] and f'data-order="{" ".join(ran)}"' in timeline[0]
+    widths = re.search(r'data-widths="([^"]*)"', timeline[0])
+    assert widths is not None
+    total = sum(times[s] for s in ran)
+    for step, width in zip(ran, widths[1].split(), strict=True):
+        assert float(width) == pytest.approx(600 * times[step] / total, abs=0.2), step
+    for step in ran:  # reused steps drawn apart: the class the page gives each row is the rule's verdict
+        found = release.reuse(step, times[step], manifest)
+        assert f'<g class="step {found.label if found else "work"}" data-step="{step}"' in dom, step
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     kept = project / "dist" / "report-test-screenshot.png"
     kept.parent.mkdir(exist_ok=True)

@@ -330,6 +330,13 @@ def _(e: Env) -> tuple[list[str], list[str]]:
     return ["report", "--out", str(out / "manifest.json")], [str(out / "manifest.json"), "would replace the input"]
 
 
+@case("outputs", "report-out-replaces-previous-manifest")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = e.dist_build()
+    previous = e.write(str((out / "previous-manifest.json").relative_to(e.tmp)), "{}")
+    return ["report", "--out", str(previous)], [str(previous), "would replace the input"]
+
+
 @case("outputs", "report-out-parent-missing")
 def _(e: Env) -> tuple[list[str], list[str]]:
     e.dist_build()
@@ -431,6 +438,13 @@ def _(e: Env) -> tuple[list[str], list[str]]:
 def _(e: Env) -> tuple[list[str], list[str]]:
     out = e.dist_build(manifest='{"recipe": ')
     return ["report"], [str(out / "manifest.json"), "not valid JSON", "delete it"]
+
+
+@case("report", "report-corrupt-previous-manifest")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = e.dist_build()
+    previous = e.write(str((out / "previous-manifest.json").relative_to(e.tmp)), '{"recipe": ')
+    return ["report"], [str(previous), "not valid JSON", "delete it"]
 
 
 @case("report", "report-manifest-artifacts-wrong")

@@ -50,8 +50,32 @@ def test_interrupted_publish_leaves_no_manifest_and_no_partial_file(tmp_path: Pa
     with pytest.raises(FileNotFoundError):
         publish(dist, [Artifact(work / "a.whl", "wheel"), Artifact(work / "vanished.tar.gz", "c-library")], {})
     names = sorted(p.name for p in dist.iterdir())
-    assert names == ["a.whl"]  # complete copy of the first; no manifest, no .part leftovers
+    # A complete copy of the first; no manifest, no .part leftovers; the last published manifest
+    # kept as the previous one, for the next publish to leave as it is.
+    assert names == ["a.whl", "previous-manifest.json"]
     assert (dist / "a.whl").read_bytes() == b"x" * 1000
+    assert json.loads((dist / "previous-manifest.json").read_text()) == {"artifacts": []}
+    publish(dist, [Artifact(work / "a.whl", "wheel")], {"recipe": "r"})
+    assert json.loads((dist / "previous-manifest.json").read_text()) == {"artifacts": []}
+
+
+def test_publishing_keeps_the_manifest_it_replaces_as_the_previous_one(tmp_path: Path) -> None:
+    """dist/<recipe>/previous-manifest.json: what the report compares a build with (one build back)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.whl").write_bytes(b"first")
+    dist = tmp_path / "dist"
+    publish(dist, [Artifact(work / "a.whl", "wheel")], {"recipe": "r", "build_times_s": {"build": 9.0}})
+    assert not (dist / "previous-manifest.json").exists()
+    first = read_manifest(dist)
+    (work / "a.whl").write_bytes(b"second, larger")
+    publish(dist, [Artifact(work / "a.whl", "wheel")], {"recipe": "r", "build_times_s": {"build": 0.3}})
+    assert json.loads((dist / "previous-manifest.json").read_text()) == first
+    second = read_manifest(dist)
+    assert second["artifacts"][0]["size"] == len(b"second, larger")
+    publish(dist, [Artifact(work / "a.whl", "wheel")], {"recipe": "r", "build_times_s": {"build": 0.2}})
+    assert json.loads((dist / "previous-manifest.json").read_text()) == second  # one build back, not the first
+    assert sorted(p.name for p in dist.iterdir()) == ["a.whl", "manifest.json", "previous-manifest.json"]
 
 
 def test_deterministic_tarball_is_byte_identical(tmp_path: Path) -> None:

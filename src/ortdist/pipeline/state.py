@@ -42,7 +42,10 @@ class Models(StepOutput):
 
 @dataclass(frozen=True, kw_only=True)
 class Configured(StepOutput):
-    reconfigured: bool
+    reconfigured: bool  # false: CMake did not run (the configure command was unchanged)
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"configure": {"reconfigured": self.reconfigured}}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,12 +55,14 @@ class Compiled(StepOutput):
     # Command seconds of the tree's last compile of each output, split into the dependencies ORT
     # compiles from source (``_deps/``) and ORT itself: what a cold build spends on each.
     command_seconds: Mapping[str, float] = field(default_factory=dict)
+    ninja_no_work: bool = False  # ninja said "no work to do": this run compiled and linked nothing
 
     def manifest(self) -> Mapping[str, Any]:
         return {
             "build_tree_compile_s": self.tree_compile_s,
             "compiler_cache": dict(self.compiler_cache),
             "compile_command_s": dict(self.command_seconds),
+            "build": {"ninja_no_work": self.ninja_no_work},
         }
 
 
@@ -74,6 +79,10 @@ class PerPython:
 class Bindings(StepOutput):
     modules: Mapping[str, Path]  # version -> the binding compiled for it
     times: PerPython
+    ninja_no_work: bool = False  # ninja said "no work to do": every binding was up to date
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"binding": {"ninja_no_work": self.ninja_no_work}}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -91,3 +91,12 @@ def test_every_extra_version_compiles_in_one_ninja_run_timed_from_its_log(make_e
     top = (env.layout.work.host / "bindings" / "build.ninja").read_text()
     assert top.count("subninja ") == 2 and "/ortdist/work/binding-3.10/build.ninja" in top
     assert out.times.seconds == {"3.10": 4.5, "3.11": 2.0}
+
+
+def test_ninja_saying_it_had_nothing_to_do_is_recorded(make_env: MakeEnv) -> None:
+    """From the step's log: the report's threshold-free signal for bindings that were all up to date."""
+    env = ready(make_env("cpu-linux", python=("3.13", "3.11")))
+    env.runner.on("ninja -C /ortdist/work/bindings", stdout="ninja: Entering directory `x'\nninja: no work to do.\n")
+    assert binding.run(env.ctx, env.state).manifest() == {"binding": {"ninja_no_work": True}}
+    env.runner.on("ninja -C /ortdist/work/bindings", stdout="[1/2] Building CXX object a.cc.o\n")  # the later wins
+    assert binding.run(env.ctx, env.state).manifest() == {"binding": {"ninja_no_work": False}}

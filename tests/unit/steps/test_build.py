@@ -127,3 +127,14 @@ def test_no_ninja_log_reports_no_split(make_env: MakeEnv) -> None:
     env = ready(make_env("cpu-linux"))
     env.runner.on("cmake --build", writes_stats(""))
     assert build.run(env.ctx, env.state).manifest()["compile_command_s"] == {}
+
+
+def test_ninja_saying_it_had_nothing_to_do_is_recorded(make_env: MakeEnv) -> None:
+    """The report's threshold-free signal for a build that reused the whole tree."""
+    env = ready(make_env("cpu-linux"))
+    idle = "[0/2] Re-checking globbed directories...\nninja: no work to do.\n"
+    env.runner.on("cmake --build", writes_stats("cache_miss\t0\n", stdout=idle))
+    assert build.run(env.ctx, env.state).manifest()["build"] == {"ninja_no_work": True}
+    env.runner.effects.clear()
+    env.runner.on("cmake --build", writes_stats("cache_miss\t1\n", stdout="[1/1] Linking CXX shared library x.so\n"))
+    assert build.run(env.ctx, env.state).manifest()["build"] == {"ninja_no_work": False}

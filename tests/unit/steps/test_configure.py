@@ -54,8 +54,10 @@ def test_configure_runs_the_plans_cmake_in_the_build_root(make_env: MakeEnv) -> 
 def test_an_unchanged_configure_is_skipped_and_a_changed_one_reruns(make_env: MakeEnv) -> None:
     env = ready(make_env("cpu-linux"))
     env.runner.on("cmake -G Ninja", writes_build_ninja)
-    assert configure.run(env.ctx, env.state).reconfigured is True
-    assert configure.run(env.ctx, env.state).reconfigured is False
+    assert configure.run(env.ctx, env.state).manifest() == {"configure": {"reconfigured": True}}
+    skipped = configure.run(env.ctx, env.state)
+    assert skipped.reconfigured is False
+    assert skipped.manifest() == {"configure": {"reconfigured": False}}  # the report's "no-op" signal
     assert len(env.runner.commands) == 1
     defines = {**env.plan.cmake_defines, "onnxruntime_ENABLE_LTO": "ON"}
     changed = dataclasses.replace(env.ctx, plan=dataclasses.replace(env.plan, cmake_defines=defines))

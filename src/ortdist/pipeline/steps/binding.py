@@ -3,7 +3,7 @@ build's own binding commands with the other version's headers (see ortdist.bindi
 
 from __future__ import annotations
 
-from ... import binding
+from ... import binding, ninjalog
 from ...errors import BuildError
 from ...toolchains.debian_sysroot import python_layout
 from ..context import BuildContext
@@ -47,4 +47,7 @@ def run(ctx: BuildContext, state: BuildState) -> Bindings:
     log_file = top.host / ".ninja_log"
     text = log_file.read_text(encoding="utf-8") if log_file.is_file() else ""
     seconds = binding.command_seconds(text, {v: str(ctx.layout.work.inside / f"binding-{v}") for v in modules})
-    return Bindings(modules=modules, times=PerPython("binding_s", seconds, timed=True))
+    said = ctx.log_path("binding").read_text(encoding="utf-8", errors="replace").splitlines()
+    return Bindings(
+        modules=modules, times=PerPython("binding_s", seconds, timed=True), ninja_no_work=ninjalog.no_work(said)
+    )

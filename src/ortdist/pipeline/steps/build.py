@@ -78,4 +78,5 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
         tree_compile_s=tree_compile_s,
         compiler_cache={"name": cc.name, **cc.parse_stats(text)},
         command_seconds=split,
+        ninja_no_work=ninjalog.no_work(lines),
     )
