@@ -157,7 +157,10 @@ def test_size_report(slim: tuple[Path, dict[str, Any]]) -> None:
     assert "| component |" in table and "ort:providers" in table
 
 
-@pytest.mark.parametrize("slim", ["slim-linux-aarch64"], indirect=True)
+# indirect parametrization replaces the fixture's params, and their marks with them: mark it again.
+@pytest.mark.parametrize(
+    "slim", [pytest.param("slim-linux-aarch64", marks=pytest.mark.recipe_tree("slim-linux-aarch64"))], indirect=True
+)
 def test_aarch64_slim_library_is_under_the_upstream_empty_baseline(
     slim: tuple[Path, dict[str, Any]], tmp_path: Path
 ) -> None:
