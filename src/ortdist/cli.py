@@ -125,7 +125,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     from . import ci
 
     project = project_root()
-    plans = [plan_for(str(path), project)[0] for path in sorted((project / "recipes").glob("*.toml"))]
+    recipes = sorted((project / "recipes").glob("*.toml"))
+    # The jobs build with the default compiler cache (they set no ORTDIST_COMPILER_CACHE), and its
+    # name is part of their cache keys: this shell's setting must not change what is generated.
+    plans = [plan_for(str(path), project, ci.JOB_COMPILER_CACHE)[0] for path in recipes]
     files = ci.generate(plans)
     ci_dir = project / "ci"
     if args.check:

@@ -69,6 +69,7 @@ class CompilerCache:
     launcher: str  # CMAKE_<LANG>_COMPILER_LAUNCHER, as seen inside the root
     tool: ToolWheel | None  # where the binary comes from when the sysroot has no package for it
     defaults: Mapping[str, str]  # environment a user may override
+    size_env: str  # the variable of ``defaults`` that bounds the local cache's size ('' for none)
     passthrough: tuple[str, ...]  # host variables (prefixes) handed to the cache unchanged
     fixed: Mapping[str, str]  # environment that must hold for the cache to work in the root
     zero_stats: tuple[str, ...]
@@ -90,6 +91,7 @@ CACHES: dict[str, CompilerCache] = {
         launcher="ccache",
         tool=None,
         defaults={"CCACHE_MAXSIZE": "20G"},
+        size_env="CCACHE_MAXSIZE",
         passthrough=("CCACHE_MAXSIZE",),
         # Same paths and no cwd in the hash: hits survive `rm -rf` of the build tree.
         fixed={
@@ -120,6 +122,7 @@ CACHES: dict[str, CompilerCache] = {
         # so compile commands hash alike across runners without any base-dir rewriting.
         # A server outliving an interrupted build holds its mount namespace: let it exit soon.
         defaults={"SCCACHE_CACHE_SIZE": "20G", "SCCACHE_IDLE_TIMEOUT": "120"},
+        size_env="SCCACHE_CACHE_SIZE",
         passthrough=SCCACHE_ENV_PREFIXES,
         fixed={"SCCACHE_DIR": str(IN_ROOT_SCCACHE_DIR)},
         zero_stats=(str(IN_ROOT_SCCACHE_BIN), "--zero-stats"),
@@ -139,6 +142,7 @@ NO_CACHE = CompilerCache(
     launcher="",
     tool=None,
     defaults={},
+    size_env="",
     passthrough=(),
     fixed={},
     zero_stats=(),

@@ -7,6 +7,7 @@ can read what a build will do (``ortdist plan RECIPE``) before spending half an 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -144,6 +145,16 @@ class BuildPlan:
         changes the tree is discarded (mtimes cannot be trusted across source trees; ccache keeps
         the rebuild cheap)."""
         return sha256_text(self.version.version, self.source_key, self.toolchain.digest)
+
+    def digest(self) -> str:
+        """Everything the plan decides (its summary: defines, steps, Pythons, patches, ...) and what
+        its trees are made of (source, toolchain files and shims, dependency pins): equal digests,
+        equal builds. CI keys the compiler cache of a recipe's job by it (ci_cache.py)."""
+        return sha256_text(
+            json.dumps(self.summary(), sort_keys=True),
+            self.tree_identity(),
+            *(f"{dep.name}={dep.version}:{dep.sha256}" for dep in self.deps),
+        )
 
     def summary(self) -> dict[str, Any]:
         return {

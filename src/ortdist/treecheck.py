@@ -39,9 +39,12 @@ def exclude_nothing(rel: str) -> bool:
     return False
 
 
+MANIFEST_SUFFIX = ".content.json"
+
+
 def manifest_path(tree: Path) -> Path:
     """Where ``tree``'s manifest is kept: beside it, so the tree itself is hashed whole."""
-    return tree.with_name(tree.name + ".content.json")
+    return tree.with_name(tree.name + MANIFEST_SUFFIX)
 
 
 def _hash(path: Path) -> str:

@@ -331,8 +331,9 @@ def test_gpu_jobs_require_the_device_in_ci(project: Path) -> None:
     facts = ci.runner_facts()
     cuda, _ = plan_for("cuda-linux", project)
     cpu, _ = plan_for("cpu-linux", project)
-    assert ci.matrix_entry(cuda, facts)["smoke_args"] == "--require-device"
-    assert ci.matrix_entry(cpu, facts)["smoke_args"] == ""
+    # (both smoke tests run in their build's toolchain's roots: test_ci_cache.py)
+    assert ci.matrix_entry(cuda, facts)["smoke_args"] == "--toolchain cuda12 --require-device"
+    assert ci.matrix_entry(cpu, facts)["smoke_args"] == "--toolchain portable-glibc2.17"
 
 
 def test_a_provider_that_cannot_load_fails_even_without_a_gpu() -> None:

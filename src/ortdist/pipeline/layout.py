@@ -18,8 +18,19 @@ from ..compiler_cache import IN_ROOT_TOOLS, tool_dir
 from ..manifest import Artifact
 from ..paths import IN_ROOT_BUILD, IN_ROOT_DEPS, IN_ROOT_SHIMS, IN_ROOT_SOURCE, IN_ROOT_TARGET, IN_ROOT_WORK, Cache
 from ..plan import BuildPlan
+from ..registry import DependencySource
 from ..toolchains import Bind
 from ..toolchains.debian_sysroot import in_root_python
+
+
+def source_tree_name(plan: BuildPlan) -> str:
+    """The patched ORT source's directory under <cache>/sources: one per version, source and patches."""
+    return f"onnxruntime-{plan.version.version}-{plan.source_key}"
+
+
+def dep_tree_name(dep: DependencySource) -> str:
+    """A dependency source's directory under <cache>/sources: one per pinned file."""
+    return f"{dep.name}-{dep.version}-{dep.sha256[:12]}"
 
 
 @dataclass(frozen=True)
@@ -74,10 +85,7 @@ class Layout:
         # A cold-cache build (the benchmark's) points the compiler cache at an empty directory.
         cc_host = Path(override).resolve() if override else cache.root / plan.compiler_cache.cache_dir
         deps = {
-            dep.name: Place(
-                cache.sources / f"{dep.name}-{dep.version}-{dep.sha256[:12]}",
-                PurePosixPath(IN_ROOT_DEPS, dep.name),
-            )
+            dep.name: Place(cache.sources / dep_tree_name(dep), PurePosixPath(IN_ROOT_DEPS, dep.name))
             for dep in plan.deps
         }
         tools = (
@@ -87,9 +95,7 @@ class Layout:
         )
         return cls(
             recipe_work=recipe_work,
-            source=Place(
-                cache.sources / f"onnxruntime-{plan.version.version}-{plan.source_key}", PurePosixPath(IN_ROOT_SOURCE)
-            ),
+            source=Place(cache.sources / source_tree_name(plan), PurePosixPath(IN_ROOT_SOURCE)),
             build=Place(recipe_work / "build", PurePosixPath(IN_ROOT_BUILD)),
             work=Place(recipe_work / "work", PurePosixPath(IN_ROOT_WORK)),
             dist=dist,

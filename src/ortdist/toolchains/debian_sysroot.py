@@ -163,11 +163,10 @@ class DebianSysroot:
 
     # --- paths -------------------------------------------------------------------------------
     def build_root_path(self, cache: Cache) -> Path:
-        return cache.sysroots / f"{self.spec.name}-{self.spec.root_digest[:12]}"
+        return cache.sysroots / build_root_name(self.spec)
 
     def clean_root_path(self, cache: Cache) -> Path:
-        digest = sha256_text(self.spec.suite, self.spec.mirror, *self.spec.clean_root_packages)
-        return cache.sysroots / f"{self.spec.name}-clean-{digest[:12]}"
+        return cache.sysroots / clean_root_name(self.spec)
 
     # --- running inside ----------------------------------------------------------------------
     def wrap(
@@ -401,14 +400,12 @@ class DebianSysroot:
 
     # --- older systems (the compat step) ----------------------------------------------------------
     def _compat_origin(self, compat: CompatRoot) -> Origin:
-        mirror = compat.mirror or self.spec.mirror
-        digest = sha256_text(COMPAT_LAYOUT, compat.suite, mirror, self.spec.variant, *compat.packages)
-        return Origin(compat.suite, mirror, ("main",), digest, compat.name)
+        return compat_origin(self.spec, compat)
 
     def compat_root_path(self, cache: Cache, compat: CompatRoot) -> Path:
         """<cache>/sysroots/compat-<name>-<digest>: keyed by what it is made of (suite, mirror,
         packages), not by the toolchain, whose digests it is no part of."""
-        return cache.sysroots / f"compat-{compat.name}-{self._compat_origin(compat).digest[:12]}"
+        return cache.sysroots / compat_root_name(self.spec, compat)
 
     def ensure_compat_root(self, cache: Cache, compat: CompatRoot, log: TextIO) -> Path:
         """An older Debian (``compat.suite``) with only ``compat.packages``: made, stamped and
@@ -418,11 +415,7 @@ class DebianSysroot:
 
     # --- cross targets ------------------------------------------------------------------------
     def target_root_path(self, cache: Cache, triple: str, clean: bool = False) -> Path:
-        cross = self.spec.cross_targets[triple]
-        packages = cross.clean_packages if clean else cross.packages
-        digest = sha256_text(TARGET_LAYOUT, self.spec.suite, self.spec.mirror, cross.dpkg_arch, *packages)
-        kind = "clean" if clean else "target"
-        return cache.sysroots / f"{self.spec.name}-{cross.dpkg_arch}-{kind}-{digest[:12]}"
+        return cache.sysroots / target_root_name(self.spec, triple, clean)
 
     def ensure_clean_target_root(self, cache: Cache, build_root: Path, triple: str, log: TextIO) -> Path:
         """The target's bare Python only (no build dependency): where a cross-built wheel is checked,
@@ -498,14 +491,11 @@ class DebianSysroot:
 
     # --- other CPython versions ------------------------------------------------------------------
     def python_overlay_path(self, cache: Cache, version: str) -> Path:
-        facts = self.spec.extra_python[version]
-        if facts.source == "host":
+        if self.spec.extra_python[version].source == "host":
             host = find_host_python(version)
             origin = ["host", str(host.prefix), host.full_version]
-        else:
-            origin = [self.spec.mirror, facts.suite, *facts.packages]
-        digest = sha256_text(PYTHON_LAYOUT, *origin, f"numpy=={facts.numpy}")
-        return cache.sysroots / f"{self.spec.name}-python{version}-{digest[:12]}"
+            return cache.sysroots / python_overlay_name(self.spec, version, origin)
+        return cache.sysroots / python_overlay_name(self.spec, version)
 
     def ensure_python_overlay(self, cache: Cache, build_root: Path, version: str, log: TextIO) -> Path:
         """CPython ``version`` in a directory of its own (bound at /ortdist/python/<version>), laid out
@@ -643,6 +633,49 @@ TARGET_LAYOUT = "merged-usr-1"
 COMPAT_LAYOUT = "compat-1"
 # The same for the directories of other CPython versions.
 PYTHON_LAYOUT = "python-overlay-1"
+
+
+# --- the names of the roots under <cache>/sysroots ----------------------------------------------
+# Pure functions of the spec: each name carries a digest of what the root is made of, so a changed
+# input makes a new root beside the old one. CI derives its cache keys from the same names
+# (ci_cache.py).
+
+
+def build_root_name(spec: ToolchainSpec) -> str:
+    return f"{spec.name}-{spec.root_digest[:12]}"
+
+
+def clean_root_name(spec: ToolchainSpec) -> str:
+    digest = sha256_text(spec.suite, spec.mirror, *spec.clean_root_packages)
+    return f"{spec.name}-clean-{digest[:12]}"
+
+
+def compat_origin(spec: ToolchainSpec, compat: CompatRoot) -> Origin:
+    mirror = compat.mirror or spec.mirror
+    digest = sha256_text(COMPAT_LAYOUT, compat.suite, mirror, spec.variant, *compat.packages)
+    return Origin(compat.suite, mirror, ("main",), digest, compat.name)
+
+
+def compat_root_name(spec: ToolchainSpec, compat: CompatRoot) -> str:
+    return f"compat-{compat.name}-{compat_origin(spec, compat).digest[:12]}"
+
+
+def target_root_name(spec: ToolchainSpec, triple: str, clean: bool = False) -> str:
+    cross = spec.cross_targets[triple]
+    packages = cross.clean_packages if clean else cross.packages
+    digest = sha256_text(TARGET_LAYOUT, spec.suite, spec.mirror, cross.dpkg_arch, *packages)
+    return f"{spec.name}-{cross.dpkg_arch}-{'clean' if clean else 'target'}-{digest[:12]}"
+
+
+def python_overlay_name(spec: ToolchainSpec, version: str, host: Sequence[str] = ()) -> str:
+    """A Debian CPython's overlay is named by its suite and packages; a host one by what ``host``
+    says of the installation found (``["host", prefix, full version]``: known only on that host)."""
+    facts = spec.extra_python[version]
+    if facts.source == "host" and not host:
+        raise ValueError(f"CPython {version} of toolchain {spec.name} comes from the host: name the one found")
+    origin = list(host) if facts.source == "host" else [spec.mirror, facts.suite, *facts.packages]
+    digest = sha256_text(PYTHON_LAYOUT, *origin, f"numpy=={facts.numpy}")
+    return f"{spec.name}-python{version}-{digest[:12]}"
 
 
 def in_root_python(version: str) -> Path:
