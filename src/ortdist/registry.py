@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from .config import KEY, convert_table, dotted, read_toml, where
 from .errors import DataError
+from .wheel import repair
 
 _CMAKE_SWITCH = re.compile(r"^onnxruntime_[A-Z0-9_]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -287,3 +288,63 @@ def parse_ort_versions(data: dict[str, Any]) -> dict[str, OrtVersion]:
                     fix="64 lowercase hex digits, as `sha256sum` prints them",
                 )
     return out
+
+
+PYPI_WHEELS = "pypi_wheels.toml"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PypiWheel:
+    """A wheel published on PyPI (data/pypi_wheels.toml), named by its file name."""
+
+    file: str = field(metadata=KEY)
+    target: str
+    size: int
+    sha256: str
+
+
+@functools.cache
+def pypi_wheels() -> tuple[PypiWheel, ...]:
+    return parse_pypi_wheels(load_data(PYPI_WHEELS))
+
+
+def parse_pypi_wheels(data: dict[str, Any]) -> tuple[PypiWheel, ...]:
+    origin = data_origin(PYPI_WHEELS)
+    entries = convert_table(PypiWheel, data, origin=origin, error=DataError)
+    seen: dict[tuple[str, ...], str] = {}
+    for name, wheel in entries.items():
+        key = dotted("", name)
+        parsed = repair.wheel_name(name)
+        if parsed is None:
+            raise DataError(
+                "not a wheel's file name (<distribution>-<version>-<python>-<abi>-<platform>.whl)",
+                where=where(origin, key),
+                fix="name the table after PyPI's file, as `pip download` saves it",
+            )
+        if wheel.target not in targets():
+            raise DataError(
+                f"unknown target {wheel.target!r}",
+                where=where(origin, f"{key}.target"),
+                fix="use a triple of targets.toml",
+            )
+        if wheel.size <= 0:
+            raise DataError(
+                f"size {wheel.size} is not a file's size",
+                where=where(origin, f"{key}.size"),
+                fix="the file's bytes, as `ls -l` shows them for the downloaded wheel",
+            )
+        if not _SHA256.match(wheel.sha256):
+            raise DataError(
+                f"{wheel.sha256!r} is not a lowercase sha256",
+                where=where(origin, f"{key}.sha256"),
+                fix="64 lowercase hex digits, as `sha256sum` prints them",
+            )
+        slot = (*parsed, wheel.target)
+        if slot in seen:
+            raise DataError(
+                f"a second wheel for {' '.join(slot)} (the first: {seen[slot]})",
+                where=where(origin, key),
+                fix="keep one wheel per distribution, version, CPython and target",
+            )
+        seen[slot] = name
+    return tuple(entries.values())

@@ -14,20 +14,15 @@ Pure functions of manifests and of that data file; report.py draws what they ret
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from .config import KEY, convert_table, dotted, where
-from .errors import DataError
 from .pipeline.driver import STEPS
-from .registry import data_origin, load_data, targets
+from .registry import PypiWheel, pypi_wheels
+from .wheel.repair import wheel_name
 
 Manifest = Mapping[str, Any]
-PYPI_WHEELS = "pypi_wheels.toml"
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -221,77 +216,6 @@ def versus_previous(artifact: Mapping[str, Any], previous: Manifest | None) -> V
         delta=int(artifact["size"]) - int(prior["size"]),
         same_bytes=bool(prior.get("sha256")) and prior.get("sha256") == artifact.get("sha256"),
     )
-
-
-_WHEEL_NAME = re.compile(
-    r"^(?P<distribution>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-(?P<python>[^-]+)-[^-]+-[^-]+\.whl$"
-)
-
-
-def wheel_name(file: str) -> tuple[str, str, str] | None:
-    """(distribution, version, python tag) of a wheel's file name (PEP 427), the distribution
-    normalised (PEP 503); None for a name that is not a wheel's."""
-    match = _WHEEL_NAME.match(file)
-    if match is None:
-        return None
-    return re.sub(r"[-_.]+", "-", match["distribution"]).lower(), match["version"], match["python"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class PypiWheel:
-    """A wheel published on PyPI (data/pypi_wheels.toml), named by its file name."""
-
-    file: str = field(metadata=KEY)
-    target: str
-    size: int
-    sha256: str
-
-
-@functools.cache
-def pypi_wheels() -> tuple[PypiWheel, ...]:
-    return parse_pypi_wheels(load_data(PYPI_WHEELS))
-
-
-def parse_pypi_wheels(data: dict[str, Any]) -> tuple[PypiWheel, ...]:
-    origin = data_origin(PYPI_WHEELS)
-    entries = convert_table(PypiWheel, data, origin=origin, error=DataError)
-    seen: dict[tuple[str, ...], str] = {}
-    for name, wheel in entries.items():
-        key = dotted("", name)
-        parsed = wheel_name(name)
-        if parsed is None:
-            raise DataError(
-                "not a wheel's file name (<distribution>-<version>-<python>-<abi>-<platform>.whl)",
-                where=where(origin, key),
-                fix="name the table after PyPI's file, as `pip download` saves it",
-            )
-        if wheel.target not in targets():
-            raise DataError(
-                f"unknown target {wheel.target!r}",
-                where=where(origin, f"{key}.target"),
-                fix="use a triple of targets.toml",
-            )
-        if wheel.size <= 0:
-            raise DataError(
-                f"size {wheel.size} is not a file's size",
-                where=where(origin, f"{key}.size"),
-                fix="the file's bytes, as `ls -l` shows them for the downloaded wheel",
-            )
-        if not _SHA256.match(wheel.sha256):
-            raise DataError(
-                f"{wheel.sha256!r} is not a lowercase sha256",
-                where=where(origin, f"{key}.sha256"),
-                fix="64 lowercase hex digits, as `sha256sum` prints them",
-            )
-        slot = (*parsed, wheel.target)
-        if slot in seen:
-            raise DataError(
-                f"a second wheel for {' '.join(slot)} (the first: {seen[slot]})",
-                where=where(origin, key),
-                fix="keep one wheel per distribution, version, CPython and target",
-            )
-        seen[slot] = name
-    return tuple(entries.values())
 
 
 def pypi_reference(

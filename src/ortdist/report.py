@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import release, sbom
+from . import registry, release, sbom
 from .errors import CheckError
 from .manifest import MANIFEST, PREVIOUS_MANIFEST
 
@@ -45,7 +45,7 @@ class RecipeReport:
     largest: list[tuple[str, int]] = field(default_factory=list)
     sbom: dict[str, Any] | None = None
     previous: dict[str, Any] | None = None  # the manifest of the build published before this one
-    pypi: dict[str, release.PypiWheel] = field(default_factory=dict)  # our wheel's file -> PyPI's
+    pypi: dict[str, registry.PypiWheel] = field(default_factory=dict)  # our wheel's file -> PyPI's
 
 
 def wheel_space(wheel: Path) -> tuple[dict[str, int], list[tuple[str, int]]]:

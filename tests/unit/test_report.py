@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ortdist import release
+from ortdist import registry, release
 from ortdist.errors import CheckError, DataError
 from ortdist.pipeline.driver import STEPS
 from ortdist.report import RecipeReport, collect, render, wheel_space
@@ -367,7 +367,7 @@ def test_wheels_against_pypis_wheel_from_the_data_file(tmp_path: Path) -> None:
 
 
 def test_the_pypi_data_file_is_checked() -> None:
-    wheels = release.pypi_wheels()
+    wheels = registry.pypi_wheels()
     assert {w.file: w.size for w in wheels}[
         "onnxruntime-1.21.0-cp313-cp313-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
     ] == 16_018_947
@@ -382,4 +382,4 @@ def test_the_pypi_data_file_is_checked() -> None:
         ({name: {**good, "bytes": 1}}, "bytes"),
     ]:
         with pytest.raises(DataError, match=re.escape(message)):
-            release.parse_pypi_wheels(bad)
+            registry.parse_pypi_wheels(bad)

@@ -23,6 +23,15 @@ def wheel_tag(filename: str) -> str:
     return f"{m['py']}-{m['abi']}-{m['plat']}"
 
 
+def wheel_name(filename: str) -> tuple[str, str, str] | None:
+    """(distribution, version, python tag) of a wheel's file name (PEP 427), the distribution
+    normalised (PEP 503); None for a name that is not a wheel's."""
+    m = _WHEEL.match(filename)
+    if m is None:
+        return None
+    return re.sub(r"[-_.]+", "-", m["dist"]).lower(), m["ver"], m["py"]
+
+
 def auditwheel_argv(raw_wheel: str, out_dir: str, excludes: Sequence[str], *, strip: bool) -> list[str]:
     """auditwheel repair, letting it pick the most compatible manylinux tag the wheel qualifies for.
 
