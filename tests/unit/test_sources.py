@@ -362,24 +362,25 @@ def test_a_binary_package_without_the_named_subdir_is_refused(tmp_path: Path) ->
     assert list(dest.parent.iterdir()) == []
 
 
-def test_a_dependency_subdir_is_found_below_a_dot_top(tmp_path: Path) -> None:
-    """Some tarballs name members ``./<top>/...``: the subdir is still found below the top."""
-    archive = tmp_path / "dotted.tar"
+def tar_of(archive: Path, *names: str) -> Path:
+    """An uncompressed tarball of regular files with these member names."""
     with tarfile.open(archive, "w") as tar:
-        for name in ("./pkg-1.0/sub/a.txt", "./pkg-1.0/other/b.txt"):
+        for name in names:
             info, data = _member(name)
             tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+def test_a_dependency_subdir_is_found_below_a_dot_top(tmp_path: Path) -> None:
+    """Some tarballs name members ``./<top>/...``: the subdir is still found below the top."""
+    archive = tar_of(tmp_path / "dotted.tar", "./pkg-1.0/sub/a.txt", "./pkg-1.0/other/b.txt")
     dest = tmp_path / "deps" / "d"
     sources.unpack_dependency(archive, dest, "sub")
     assert [str(f.relative_to(dest)) for f in dest.rglob("*") if f.is_file()] == ["sub/a.txt"]
 
 
 def test_a_subdir_under_two_top_directories_is_refused(tmp_path: Path) -> None:
-    archive = tmp_path / "two.tar"
-    with tarfile.open(archive, "w") as tar:
-        for name in ("a-1.0/sub/x.txt", "b-1.0/sub/y.txt"):
-            info, data = _member(name)
-            tar.addfile(info, io.BytesIO(data))
+    archive = tar_of(tmp_path / "two.tar", "a-1.0/sub/x.txt", "b-1.0/sub/y.txt")
     dest = tmp_path / "deps" / "d"
     with pytest.raises(SourceError, match=r"two\.tar has 2 top directories holding 'sub'"):
         sources.unpack_dependency(archive, dest, "sub")
