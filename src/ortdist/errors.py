@@ -73,6 +73,12 @@ class CheckError(OrtdistError):
     exit_code = 9
 
 
+class PublishError(OrtdistError):
+    """Publishing to a package index was refused (not smoke-tested, version taken) or failed."""
+
+    exit_code = 11
+
+
 class ModelError(OrtdistError):
     """A model (ONNX or ORT format) or an operator config given for a reduced build is invalid."""
 

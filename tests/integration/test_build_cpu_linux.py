@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -183,8 +183,9 @@ def our_smoke(
     out, manifest, _ = built
     results = {}
     for art in (a for a in manifest["artifacts"] if a["kind"] == "wheel"):
-        where = tmp_path_factory.mktemp(f"ours-{art['python']}")
         baseline = official_smoke["node_test_outcomes"]
+        # Where `ortdist smoke` puts the reports of a dist/<recipe>/ wheel, and publish reads them.
+        where = out / "smoke"
         results[art["python"]] = smoke_wheel(out / art["path"], where, Cache.default(), toolchain, baseline=baseline)
     return results
 
@@ -443,3 +444,96 @@ def test_one_core_five_pythons(
         assert report["regressions"] == {"CPUExecutionProvider": []}, version
         assert report["node_tests"]["CPUExecutionProvider"] == node, version
         assert {v.name for v in verdicts if v.passed} >= {"cnn", "transformer", "control_flow", "qdq_cnn", "fp16_mlp"}
+
+
+@pytest.fixture
+def package_index(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A real pypiserver on 127.0.0.1 (from the tests session), uploads guarded by a password as
+    a private index's are, reads open, no fallback to PyPI: (upload URL, its packages directory)."""
+    import socket
+    import time
+    import urllib.request
+
+    from passlib.apache import HtpasswdFile
+
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    htpasswd = HtpasswdFile(str(tmp_path / "htpasswd"), new=True)
+    htpasswd.set_password(INDEX_USER, INDEX_PASSWORD)
+    htpasswd.save()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", str(port), "-a", "update"]
+    argv += ["-P", str(tmp_path / "htpasswd"), "--disable-fallback", "--hash-algo", "sha256", str(packages)]
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url + "simple/", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield url, packages
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+INDEX_USER, INDEX_PASSWORD = "release", "s3cret-for-the-test-index"
+
+
+def test_publish_round_trip_through_a_real_index(
+    built: tuple[Path, dict[str, Any], str],
+    our_smoke: dict[str, tuple[dict[str, Any], list[Any]]],
+    package_index: tuple[str, Path],
+) -> None:
+    """`ortdist publish` uploads the five smoke-tested wheels with twine (credentials from twine's
+    environment), then installs onnxruntime==1.21.0 by name from the index into the clean root
+    under each Python and runs the reference models on what pip installed; a second publish of
+    the same version is refused, and with --skip-existing uploads nothing."""
+    import time
+
+    out, manifest, _ = built
+    url, packages = package_index
+    project = Path(__file__).resolve().parents[2]
+    wheels = {a["path"]: a["sha256"] for a in manifest["artifacts"] if a["kind"] == "wheel"}
+    assert all(our_smoke[v][0]["passed"] for v in our_smoke)
+    publish = [sys.executable, "-m", "ortdist", "publish", "cpu-linux", "--dist", str(out.parent)]
+    creds = {**os.environ, "TWINE_USERNAME": INDEX_USER, "TWINE_PASSWORD": INDEX_PASSWORD}
+
+    def run(*extra: str, env: dict[str, str] = creds) -> subprocess.CompletedProcess[str]:
+        argv = [*publish, "--repository-url", url, *extra]
+        return subprocess.run(argv, cwd=project, env=env, text=True, capture_output=True, check=False)
+
+    wrong = run(env={**creds, "TWINE_PASSWORD": "wrong"})
+    assert wrong.returncode == 11 and "403" in wrong.stdout + wrong.stderr, wrong.stderr[-3000:]
+    assert list(packages.iterdir()) == []
+
+    started = time.monotonic()
+    done = run()
+    seconds = time.monotonic() - started
+    print(f"publish round trip (5 wheels: check, upload, install by name + reference models): {seconds:.1f} s")
+    assert done.returncode == 0, done.stdout + done.stderr[-5000:]
+    assert INDEX_PASSWORD not in done.stdout + done.stderr
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in packages.iterdir()} == wheels
+    record = json.loads((out / "publish.json").read_text())
+    assert sorted(record["uploaded"]) == sorted(wheels) and record["index_url"] == url + "simple/"
+    for name, sha in wheels.items():
+        verified = record["verified"][name]
+        assert verified["passed"] and verified["models_passed"] == len(BUILDERS), (name, verified)
+        assert verified["installed_from"]["url"] == f"{url}packages/{name}"
+        assert verified["installed_from"]["sha256"] == sha
+        assert verified["environment"].startswith("clean root"), verified
+        report = json.loads((out / "smoke-from-index" / f"{Path(name).stem}.json").read_text())
+        assert report["environment"]["kind"] == "root" and report["passed"]
+
+    again = run()
+    assert again.returncode == 11 and "already on the index" in again.stderr, again.stderr[-3000:]
+    assert "--skip-existing" in again.stderr
+    skipped = run("--skip-existing", "--no-verify")
+    assert skipped.returncode == 0, skipped.stderr[-3000:]
+    record = json.loads((out / "publish.json").read_text())
+    assert record["uploaded"] == [] and all(v["same"] for v in record["skipped"].values())
+    assert len(record["skipped"]) == len(wheels)

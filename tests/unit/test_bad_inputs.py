@@ -596,6 +596,66 @@ def _(e: Env) -> tuple[list[str], list[str]]:
     return ["schema", "--check"], [str(target), "out of date"]
 
 
+# -- publish: refused before any upload, lock or command ---------------------------------------------
+INDEX = "http://127.0.0.1:9/"
+
+
+def published_build(e: Env, smoke: dict[str, object] | None) -> Path:
+    """dist/cpu-linux/ with a wheel whose manifest sha256 is right, and this smoke report of it."""
+    import hashlib
+
+    data = wheel_bytes(WHEEL)
+    entry = {"path": WHEEL, "kind": "wheel", "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    out = e.dist_build(manifest=json.dumps({"recipe": "cpu-linux", "artifacts": [{**entry, "python": "3.13"}]}))
+    if smoke is not None:
+        report = {"wheel": WHEEL, "wheel_sha256": entry["sha256"], **smoke}
+        e.write(str((out / "smoke" / f"{Path(WHEEL).stem}.json").relative_to(e.tmp)), json.dumps(report))
+    return out
+
+
+@case("publish", "publish-nothing-built")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["publish", "cpu-linux", "--repository-url", INDEX], [str(e.project / "dist" / "cpu-linux"), "no manifest"]
+
+
+@case("publish", "publish-no-smoke-report")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    published_build(e, None)
+    return ["publish", "cpu-linux", "--repository-url", INDEX], [WHEEL, "no smoke report", "nox -s smoke --"]
+
+
+@case("publish", "publish-failed-smoke-report")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    published_build(e, {"passed": False})
+    return ["publish", "cpu-linux", "--repository-url", INDEX], [WHEEL, "smoke report says FAIL"]
+
+
+@case("publish", "publish-smoke-report-of-other-bytes")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = published_build(e, {"passed": True})
+    report = out / "smoke" / f"{Path(WHEEL).stem}.json"
+    report.write_text(json.dumps({"passed": True, "wheel_sha256": "1" * 64}), encoding="utf-8")
+    return ["publish", "cpu-linux", "--repository-url", INDEX], [WHEEL, "of another build of it"]
+
+
+@case("publish", "publish-wheel-changed-after-build")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.dist_build()  # the manifest's sha256 is "0"
+    return ["publish", "cpu-linux", "--repository-url", INDEX], [WHEEL, "sha256 differs from manifest.json"]
+
+
+@case("publish", "publish-not-an-http-url")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    published_build(e, {"passed": True})
+    return ["publish", "cpu-linux", "--repository-url", "ftp://index"], ["--repository-url 'ftp://index'", "http"]
+
+
+@case("publish", "publish-no-wheel-built")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.dist_build(manifest=json.dumps({"recipe": "cpu-linux", "artifacts": []}))
+    return ["publish", "cpu-linux", "--repository-url", INDEX], ["manifest.json", "made no wheel"]
+
+
 # -- the OSError backstop ----------------------------------------------------------------------------
 @case("oserror-backstop", "report-permission-denied")
 def _(e: Env) -> tuple[list[str], list[str]]:
@@ -673,6 +733,7 @@ def test_the_table_covers_every_command() -> None:
         "matrix",
         "patches",
         "schema",
+        "publish",
     }
 
 

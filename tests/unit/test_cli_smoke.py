@@ -17,7 +17,7 @@ import pytest
 from ortdist.cli import main
 from ortdist.paths import Cache
 from ortdist.smoke import env, run_suite
-from ortdist.smoke.env import Choice
+from ortdist.smoke.env import Choice, IndexInstall
 from ortdist.smoke.suite import ModelFiles, Verdict
 from ortdist.smoke.wheelinfo import WheelInfo
 from ortdist.toolchains import Toolchain
@@ -200,7 +200,13 @@ NO_GPU = "no GPU (cudaGetDeviceCount: 35, CUDA driver version is insufficient fo
 
 
 def no_gpu_runner(
-    choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, toolchain: Toolchain, log: TextIO
+    choice: Choice,
+    info: WheelInfo,
+    workdir: Path,
+    cache: Cache,
+    toolchain: Toolchain,
+    log: TextIO,
+    source: IndexInstall | None = None,
 ) -> int:
     """The runner in its venv on a machine without a GPU: every CPU case passes on the CPU, and
     cudart reports no device for every CUDA case."""

@@ -12,7 +12,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from .. import run
 from ..errors import CheckError
@@ -43,6 +43,18 @@ def host_python(version: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class IndexInstall:
+    """Install the wheel's project by name and version from a package index instead of from the
+    file (its requirements still come from the local wheelhouse), recording what pip fetched."""
+
+    index_url: str
+    requirement: str  # "onnxruntime==1.21.0"
+
+
+INSTALL_REPORT = "install-report.json"  # pip install --report: where the installed file came from
+
+
+@dataclass(frozen=True)
 class Choice:
     kind: str  # "host", "root", or "emulated" (another CPU's wheel, under the toolchain's emulator)
     python: str  # interpreter to create the venv with
@@ -58,12 +70,14 @@ def choose(
     python: str | None,
     emulated: dict[str, str] | None = None,
     emulated_python: tuple[str, ...] | None = None,
+    prefer_root: bool = False,
 ) -> Choice:
     """Pure: the host when it can run the wheel, else the clean root, else (a wheel for another
     CPU) the toolchain's emulator with its target sysroot's Python, else a clear refusal.
     ``emulated`` maps an arch the toolchain can emulate to its cross triple; ``emulated_python``
     is what its target roots have (default: ``toolchain_python``): not the overlays, which are the
-    build machine's."""
+    build machine's. ``prefer_root``: the clean root even when the host could run it (a wheel
+    installed from an index is judged on a system with nothing but its Python)."""
     if info.arch != HOST_ARCH:
         triple = (emulated or {}).get(info.arch)
         pythons = toolchain_python if emulated_python is None else emulated_python
@@ -74,9 +88,12 @@ def choose(
                 fix=f"smoke-test it on an {info.arch} machine, or with a toolchain that cross-builds (and emulates) it",
             )
         return Choice("emulated", f"python{info.python}", f"{info.arch} under the emulator of {triple}", triple)
+    fits_root = info.python in toolchain_python and (info.glibc is None or toolchain_glibc >= info.glibc)
+    if prefer_root and fits_root:
+        return Choice("root", f"python{info.python}", "clean root (asked for: nothing but the Python)")
     if python and info.glibc is not None and glibc >= info.glibc:
         return Choice("host", python, f"host CPython {info.python} and glibc {glibc[0]}.{glibc[1]} fit the tag")
-    if info.python in toolchain_python and (info.glibc is None or toolchain_glibc >= info.glibc):
+    if fits_root:
         why = "no host CPython " + info.python if not python else f"host glibc {glibc[0]}.{glibc[1]} is too old"
         return Choice("root", f"python{info.python}", f"clean root ({why})")
     need = f"glibc >= {info.glibc[0]}.{info.glibc[1]}" if info.glibc else "the glibc it was built with"
@@ -132,7 +149,40 @@ MAX_CRASHES = 25  # beyond this the wheel is broken, not a kernel or two
 CASE_KEYS = ("suite", "name", "provider", "must_take", "expect_error", "refused_ops")
 
 
-def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, toolchain: Toolchain, log: TextIO) -> int:
+def install_script(pip: str, house: str, wheel: str, info: WheelInfo, source: IndexInstall | None, here: str) -> str:
+    """The wheel file with its requirements from the wheelhouse; or, from an index, the
+    requirements first (wheelhouse only), then the project alone by name, from the index only,
+    uncached, with pip's report of the file it installed."""
+    offline = f"{pip} install --quiet --no-index --find-links {house}"
+    if source is None:
+        return f"{offline} {shlex.quote(wheel)}"
+    requirements = " ".join(shlex.quote(r) for r in info.all_requirements)
+    from_index = (
+        f"{pip} install --quiet --no-cache-dir --no-deps --index-url {shlex.quote(source.index_url)} "
+        f"--report {here}/{INSTALL_REPORT} {shlex.quote(source.requirement)}"
+    )
+    return f"{offline} {requirements} && {from_index}" if requirements else from_index
+
+
+def installed_file(report: dict[str, Any], project: str) -> tuple[str, str | None]:
+    """(url, sha256) of ``project`` in a pip install report (pip >= 22.2)."""
+    for item in report.get("install", []):
+        if str(item.get("metadata", {}).get("name", "")).lower().replace("_", "-") == project:
+            info = item.get("download_info", {})
+            hashes = info.get("archive_info", {}).get("hashes", {})
+            return str(info.get("url", "")), hashes.get("sha256")
+    raise CheckError(f"pip's install report does not list {project}", fix="see the smoke log")
+
+
+def run_in_env(
+    choice: Choice,
+    info: WheelInfo,
+    workdir: Path,
+    cache: Cache,
+    toolchain: Toolchain,
+    log: TextIO,
+    source: IndexInstall | None = None,
+) -> int:
     """Fresh venv, install the wheel (+ its requirements from a local wheelhouse), run the runner.
 
     A case that crashes the interpreter (a native kernel raising SIGFPE, say) is recorded as a
@@ -185,11 +235,9 @@ def run_in_env(choice: Choice, info: WheelInfo, workdir: Path, cache: Cache, too
         venv_cmds = overlay_venv_commands(python_layout(info.python)["executable"], f"{here}/venv")
     else:
         venv_cmds = venv_commands(choice.python, f"{here}/venv", emulator, str(IN_ROOT_TARGET))
-    code = shell(
-        f"{venv_cmds.create} && "
-        f"{venv_cmds.pip} install --quiet --no-index --find-links {house_seen} "
-        + shlex.quote(f"{wheel_dir}/{info.install_spec}")
-    )
+    wheel_file = f"{wheel_dir}/{info.install_spec}"
+    install = install_script(venv_cmds.pip, str(house_seen), wheel_file, info, source, str(here))
+    code = shell(f"{venv_cmds.create} && {install}")
     if code != 0:
         return code
     for _ in range(MAX_CRASHES + 1):

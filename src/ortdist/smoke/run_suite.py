@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from .. import registry
 from ..errors import CheckError
-from ..fsutil import remove_tree
+from ..fsutil import remove_tree, sha256_file
 from ..log import log
 from ..paths import Cache
 from ..toolchains import Toolchain
@@ -18,7 +18,7 @@ from . import env, node_tests
 from .models import reference_models, save_case, tolerances
 from .report import write_reports
 from .suite import ModelFiles, Verdict, device_probes, judge, node_test_outcomes, plan_cases, regressions
-from .wheelinfo import WheelInfo, linux_platform, read_wheel
+from .wheelinfo import WheelInfo, linux_platform, read_project, read_wheel
 
 NODE_TESTS_DIR = "node-tests-onnx-1.17.0"
 
@@ -144,7 +144,7 @@ def _reduced_files(
     ]
 
 
-def where_to_run(info: WheelInfo, toolchain: Toolchain) -> env.Choice:
+def where_to_run(info: WheelInfo, toolchain: Toolchain, prefer_root: bool = False) -> env.Choice:
     """Host, clean root or emulator for this wheel; a CheckError when nothing here can run it.
     The clean root runs its suite's glibc, which may be newer than what the toolchain's output
     needs (portable-glibc2.17 builds in a trixie root)."""
@@ -168,6 +168,7 @@ def where_to_run(info: WheelInfo, toolchain: Toolchain) -> env.Choice:
         env.host_python(info.python),
         emulated,
         emulated_python=toolchain.spec.python,
+        prefer_root=prefer_root,
     )
 
 
@@ -193,10 +194,14 @@ def smoke_wheel(
     latency: dict[str, int] | None = None,
     save_outputs: Path | None = None,
     require_devices: bool = False,
+    source: env.IndexInstall | None = None,
 ) -> tuple[dict[str, Any], list[Verdict]]:
+    """``source``: install the wheel's project from an index by name (in the clean root) rather
+    than the file, and fail unless pip installed exactly the file's bytes."""
     started = time.monotonic()
     info = read_wheel(wheel)
-    choice = where_to_run(info, toolchain)
+    wheel_sha256 = sha256_file(wheel)
+    choice = where_to_run(info, toolchain, prefer_root=source is not None)
     log.info(f"smoke {wheel.name}: {choice.reason}")
     workdir = cache.root / "smoke" / "runs" / wheel.stem
     remove_tree(workdir)
@@ -218,7 +223,7 @@ def smoke_wheel(
     unknown = write_runner(workdir, candidates, files, latency, save_outputs is not None)
     out_dir.mkdir(parents=True, exist_ok=True)
     with (out_dir / f"{wheel.stem}.log").open("w", encoding="utf-8") as run_log:
-        code = env.run_in_env(choice, info, workdir, cache, toolchain, run_log)
+        code = env.run_in_env(choice, info, workdir, cache, toolchain, run_log, source)
     result_file = workdir / "result.json"
     result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {}
     if "import_error" in result or not result_file.is_file():
@@ -239,6 +244,22 @@ def smoke_wheel(
     if save_outputs is not None and (workdir / "outputs").is_dir():
         remove_tree(save_outputs)
         shutil.copytree(workdir / "outputs", save_outputs)
+    installed_from: dict[str, Any] | None = None
+    if source is not None and (workdir / env.INSTALL_REPORT).is_file():
+        url, digest = env.installed_file(
+            json.loads((workdir / env.INSTALL_REPORT).read_text(encoding="utf-8")), read_project(wheel)
+        )
+        installed_from = {"index_url": source.index_url, "requirement": source.requirement}
+        installed_from |= {"url": url, "sha256": digest}
+        if digest != wheel_sha256:
+            verdicts.append(
+                Verdict.failure(
+                    "installed file", "-", f"the index served other bytes than {wheel.name} (sha256 {digest})"
+                )
+            )
+    elif source is not None:
+        problem = f"pip did not install {source.requirement} from {source.index_url} (see {wheel.stem}.log)"
+        verdicts.append(Verdict.failure("installed file", "-", problem))
     node = node_test_outcomes(result)
     regressed = {p: regressions(node.get(p, {}), baseline.get(p, {})) for p in node} if baseline else {}
     for provider, names in regressed.items():
@@ -247,6 +268,8 @@ def smoke_wheel(
     passed = bool(verdicts) and all(v.passed for v in verdicts) and code in (0, 1)
     report = {
         "wheel": wheel.name,
+        "wheel_sha256": wheel_sha256,
+        **({"installed_from": installed_from} if source is not None else {}),
         "environment": {"kind": choice.kind, "reason": choice.reason},
         "version": result.get("version"),
         "claimed": claimed_final,

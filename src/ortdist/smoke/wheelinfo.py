@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PackageError
-from ..wheel.repair import wheel_tag
+from ..wheel.repair import wheel_name, wheel_tag
 
 _MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_")
 # "nvidia-cudnn-cu12<10,>=9.7; extra == \"cudnn\"": a requirement that only an extra brings in.
@@ -74,6 +74,14 @@ _LINUX_PLATFORM = re.compile(r"^(manylinux\d*(_\d+_\d+)?|linux)_(x86_64|aarch64)
 def linux_platform(platform_tags: str) -> bool:
     """Every platform tag is a glibc Linux one for x86_64 or aarch64 (what a venv on Linux can run)."""
     return all(_LINUX_PLATFORM.match(tag) for tag in platform_tags.split("."))
+
+
+def read_project(path: Path) -> str:
+    """The wheel's distribution name, normalised (PEP 503)."""
+    parsed = wheel_name(path.name)
+    if parsed is None:
+        raise PackageError("not a wheel file name", where=str(path), fix="pass a .whl file")
+    return parsed[0]
 
 
 def read_wheel(path: Path) -> WheelInfo:
