@@ -132,6 +132,9 @@ def reuse(step: str, seconds: float, manifest: Manifest) -> Reuse | None:
     The rule reads what the step itself recorded in the manifest; how long the step took enters
     only in the last case:
 
+    - a step in ``reused_steps``: its inputs were unchanged and its recorded outputs were taken
+      (pipeline/reuse.py): no-op.
+
     - build and binding: ``<step>.ninja_no_work``, ninja's own "no work to do" (every output up
       to date, no command run): no-op.
     - build, when ninja did run commands: the compiler cache's counters for this build. Any miss
@@ -147,6 +150,9 @@ def reuse(step: str, seconds: float, manifest: Manifest) -> Reuse | None:
       place time enters the rule, and it is the manifest's own rounding, not a chosen threshold.
       Any other step is real work however short it was.
     """
+    reused = manifest.get("reused_steps", {}).get(step)
+    if isinstance(reused, dict):
+        return Reuse("no-op", f"inputs unchanged: the outputs of {reused.get('recorded_at', 'an earlier run')} reused")
     if step in ("build", "binding") and _record(manifest, step, "ninja_no_work"):
         return Reuse("no-op", "ninja: no work to do")
     if step == "build" and (cache := compiler_cache(manifest)) is not None:

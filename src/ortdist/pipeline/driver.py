@@ -22,9 +22,10 @@ from ..errors import BuildError, OrtdistError
 from ..fsutil import remove_tree, unmount_below
 from ..log import log
 from ..paths import Cache
+from . import reuse
 from .context import BuildContext
 from .layout import StepOutput
-from .state import BuildState
+from .state import Bindings, BuildState
 from .steps import (
     binding,
     bundle,
@@ -180,16 +181,57 @@ def remove_stale_temps(directory: Path) -> None:
             ) from exc
 
 
+def fingerprint(ctx: BuildContext, name: str, output: StepOutput) -> str:
+    """What a step produced, for the inputs digest of the steps after it (see reuse)."""
+    if name == "configure":
+        return reuse.content_digest(ctx.layout.build.host / "CMakeCache.txt")
+    if name == "build":
+        return reuse.content_digest(ctx.layout.build.host / ".ninja_log")
+    if name == "binding":
+        modules = json.dumps(reuse.encode(output.modules if isinstance(output, Bindings) else None))
+        return reuse.chain(modules, reuse.content_digest(ctx.layout.work.host / "bindings" / ".ninja_log"))
+    encoded = reuse.encode(output)
+    # A packaging step's files are checked by size and mtime before reuse; a step that always runs
+    # may rewrite a file with the same bytes (the operator config), so its files count by content.
+    files = reuse.files_of(encoded) if name in reuse.REUSABLE else reuse.contents_of(encoded)
+    return reuse.chain(json.dumps(encoded, sort_keys=True), json.dumps(files, sort_keys=True))
+
+
+def build_inputs(ctx: BuildContext) -> str:
+    """The digest every step's inputs start from: ortdist itself, the plan, the toolchain, the recipe."""
+    plan = json.dumps(ctx.plan.summary(), sort_keys=True)
+    return reuse.chain(reuse.code_digest(), plan, ctx.plan.toolchain.digest, ctx.recipe_sha256)
+
+
 def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, Step] = STEPS) -> BuildState:
+    """Each step in order; a packaging step whose inputs digest equals its record's is not run
+    again: its recorded outputs are taken, and the manifest says so (``reused_steps``)."""
     # Checked before the first step runs: not after a half-hour compile.
     unknown = [name for name in ctx.plan.steps if name not in steps]
     if unknown:
         raise BuildError(f"internal: the plan names step {unknown[0]!r}, which the pipeline does not have")
+    records = reuse.StepRecords(ctx.layout.recipe_work / "steps")
+    inputs = build_inputs(ctx)
     for name in ctx.plan.steps:
         with log.step(name):
             started = time.monotonic()
-            state.put(steps[name](ctx, state))
+            key = reuse.chain(inputs, name)
+            found = records.reusable(name, key) if name in reuse.REUSABLE else None
+            if found is not None:
+                log.info(
+                    f"{name}: inputs unchanged since {found.manifest()['recorded_at']}; "
+                    f"reusing its outputs (it took {found.seconds:.1f} s then)"
+                )
+                output = found.output
+                state.reused[name] = found.manifest()
+            else:
+                records.forget(name)  # an interrupted run must not leave an older record to trust
+                output = steps[name](ctx, state)
+            state.put(output)
             state.timings[name] = round(time.monotonic() - started, 1)
+            if found is None and name in reuse.REUSABLE:
+                records.save(name, key, output, state.timings[name])
+            inputs = reuse.chain(key, fingerprint(ctx, name, output))
     return state
 
 

@@ -185,6 +185,7 @@ class BuildState:
     outputs: dict[type[Any], Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    reused: dict[str, dict[str, Any]] = field(default_factory=dict)  # step -> when and how long it ran
 
     def put(self, output: StepOutput) -> None:
         self.outputs[type(output)] = output

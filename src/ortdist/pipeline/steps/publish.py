@@ -28,6 +28,7 @@ def manifest(ctx: BuildContext, state: BuildState) -> dict[str, Any]:
         "toolchain": {"name": plan.toolchain.name, "digest": plan.toolchain.digest, "root": state.roots.build.name},
         "cmake_defines": plan.cmake_defines,
         "build_times_s": {**state.timings, "total": round(time.monotonic() - state.started, 1)},
+        **({"reused_steps": dict(state.reused)} if state.reused else {}),
         **state.manifest_sections(),
     }
 
