@@ -275,3 +275,51 @@ def test_a_root_is_hashed_once_per_process(sysroot: tuple[DebianSysroot, Path]) 
     (final / "usr" / "bin" / "gcc").write_text("")
     assert fresh.reuse_root(final)  # the same build asking again is not re-hashed
     assert not DebianSysroot(tc.spec).reuse_root(final)
+
+
+def test_files_whose_stat_identity_is_unchanged_are_not_read_again(tmp_path: Path) -> None:
+    """A no-op rebuild verifies gigabytes of roots by stat; a changed file is hashed whatever its
+    mtime says, since writing it moved its ctime, which no tool can set back."""
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    for name in ("a.h", "b.h", "sub/c.h"):
+        (tree / name).write_text(f"// {name}\n")
+    treecheck.record(tree)
+    again = treecheck.verify(tree)
+    assert again.ok and again.scan is not None and again.scan.hashed == 0
+    target = tree / "b.h"
+    before = target.stat()
+    target.write_text("// B.h\n")  # same size
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # and the old mtime
+    changed = treecheck.verify(tree)
+    assert changed.difference.modified == ("b.h",)
+    assert changed.scan is not None and changed.scan.hashed == 1
+
+
+def test_a_manifest_without_identities_is_verified_in_full_once_then_by_stat(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.h").write_text("a\n")
+    (tree / "b.h").write_text("b\n")
+    treecheck.record(tree)
+    manifest = treecheck.manifest_path(tree)
+    document = json.loads(manifest.read_text())
+    del document["identities"]  # as an ortdist before identities wrote it
+    manifest.write_text(json.dumps(document))
+    first = treecheck.verify(tree)
+    assert first.ok and first.scan is not None and first.scan.hashed == 2
+    upgraded = json.loads(manifest.read_text())
+    assert set(upgraded["identities"]) == {"a.h", "b.h"} and upgraded["digest"] == document["digest"]
+    second = treecheck.verify(tree)
+    assert second.ok and second.scan is not None and second.scan.hashed == 0
+
+
+def test_a_changed_mode_is_seen_through_the_identity(tmp_path: Path) -> None:
+    """A chmod moves the ctime too, so the entry is described afresh and its new mode differs."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.sh").write_text("echo\n")
+    treecheck.record(tree)
+    (tree / "a.sh").chmod(0o755)
+    verdict = treecheck.verify(tree)
+    assert verdict.difference.modified == ("a.sh",)
