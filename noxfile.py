@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from pathlib import Path
 
@@ -31,7 +32,16 @@ PYPISERVER = "pypiserver[passlib]==2.4.2"
 
 
 def _install_ortdist(session: nox.Session) -> None:
+    """An editable install, once per venv and pyproject.toml: a no-op build should not spend its
+    seconds in pip (the sources are linked, so a code change needs no reinstall)."""
+    location = getattr(session.virtualenv, "location", None)
+    marker = Path(location) / ".ortdist-editable" if location else None
+    stamp = f"{ROOT}\n{hashlib.sha256((ROOT / 'pyproject.toml').read_bytes()).hexdigest()}\n"
+    if marker is not None and marker.is_file() and marker.read_text(encoding="utf-8") == stamp:
+        return
     session.install("-e", ".")
+    if marker is not None:
+        marker.write_text(stamp, encoding="utf-8")
 
 
 def _make_build_session(recipe: Path) -> None:

@@ -487,7 +487,11 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--recipe", default="cpu-linux")
     be.add_argument("--jobs", "-j", type=_count(0), default=0)
     be.add_argument(
-        "--only", action="append", default=[], choices=["build", "size", "inference", "smoke"], help="re-measure a part"
+        "--only",
+        action="append",
+        default=[],
+        choices=["build", "rebuild", "size", "inference", "smoke"],
+        help="re-measure a part",
     )
     be.set_defaults(func=cmd_bench)
 

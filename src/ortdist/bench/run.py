@@ -37,7 +37,7 @@ from ..toolchains import Bind, Toolchain, make_toolchain
 from ..toolchains.debian_sysroot import pip_download_argv
 from .buildpy import buildpy_argv
 
-PARTS = ("build", "size", "inference", "smoke")
+PARTS = ("build", "rebuild", "size", "inference", "smoke")
 # A file every CPU build compiles, changed by one comment line for the one-file-change rebuild.
 ONE_FILE = "onnxruntime/core/providers/cpu/math/element_wise_ops.cc"
 IN_ROOT_BENCH = IN_ROOT / "bench"
@@ -62,6 +62,7 @@ class Bench:
         self.work = self.cache.root / "bench"
         self.last_steps: dict[str, float] = {}
         self.last_python_versions: dict[str, dict[str, float]] = {}
+        self.last_reused: dict[str, Any] = {}
         # The same layout (source, deps, shims, compiler cache) a real build of the recipe uses.
         self.layout = Layout.for_plan(self.plan, self.cache, self.work / "ours-dist" / self.recipe)
         self.restore_one_file()  # a killed earlier run may have left its change in the source
@@ -94,6 +95,7 @@ class Bench:
             raise BuildError(f"ortdist build failed in the benchmark: {proc.stderr[-1500:]}", where=self.recipe)
         manifest = json.loads((dist / self.recipe / "manifest.json").read_text(encoding="utf-8"))
         self.last_steps = dict(manifest["build_times_s"])
+        self.last_reused = dict(manifest.get("reused_steps", {}))
         self.last_python_versions = dict(manifest.get("python_versions", {}))
         return seconds
 
@@ -161,9 +163,26 @@ class Bench:
         figures["ours_cold_s"] = self.ortdist_build("--fresh", cold_cache=ours_cache)
         figures["ours_cold_steps"] = self.last_steps
         figures["ours_cold_python_versions"] = self.last_python_versions
+        figures.update(self.measure_rebuild())
+        return figures
+
+    def measure_rebuild(self) -> dict[str, Any]:
+        """No-op and one-file-change rebuilds of both drivers on the trees the cold builds left
+        (``--only rebuild`` re-measures them alone), and the no-op as a user runs it, through nox."""
+        ours_cache, their_cache = self.work / "cold-ccache-ours", self.work / "cold-ccache-buildpy"
+        if not (self.work / "buildpy" / "build").is_dir():
+            raise BuildError(
+                "no build.py tree to rebuild: the build part has not run here",
+                where=str(self.work / "buildpy"),
+                fix="run `nox -s bench -- --only build` first",
+            )
+        figures: dict[str, Any] = {}
+        self.ortdist_build(cold_cache=ours_cache)  # settled: every step recorded by this ortdist
         figures["buildpy_noop_s"] = self.buildpy("build", their_cache)
         figures["ours_noop_s"] = self.ortdist_build(cold_cache=ours_cache)
         figures["ours_noop_steps"] = self.last_steps
+        figures["ours_noop_reused"] = sorted(self.last_reused)
+        figures["ours_nox_noop_s"] = self.nox_build(ours_cache)
         undo = self.touch_one_file()
         try:
             figures["buildpy_one_file_s"] = self.buildpy("build", their_cache)
@@ -175,6 +194,16 @@ class Bench:
         manifest = json.loads((self.work / "ours-dist" / self.recipe / "manifest.json").read_text())
         figures["ours_wheel"] = next(a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel")
         return figures
+
+    def nox_build(self, cold_cache: Path) -> float:
+        """Wall seconds of `./nox -s build-<recipe>` (nox's start, its venv, the build) after one
+        run that settles it, as a release engineer reruns the main job with nothing changed."""
+        env = {**os.environ, "ORTDIST_COMPILER_CACHE_DIR": str(cold_cache)}
+        argv = [sys.executable, str(self.project / "nox"), "-s", f"build-{self.recipe}"]
+        run.capture(argv, cwd=self.project, env=env, error=BuildError, what="the nox build session")
+        start = time.monotonic()
+        run.capture(argv, cwd=self.project, env=env, error=BuildError, what="the nox build session")
+        return time.monotonic() - start
 
     # --- sizes ---------------------------------------------------------------------------------
     def our_wheel(self) -> Path:
@@ -319,6 +348,19 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {label}: configure + compile steps only | {core:.1f} s | {theirs:.1f} s | {_ratio(core, theirs)} |"
             )
+    if build.get("ours_nox_noop_s") is not None:
+        lines.append(
+            f"| no-op `nox -s build-<recipe>` end to end (goal < 5 s; vs build.py's no-op) | "
+            f"{build['ours_nox_noop_s']:.1f} s | {build.get('buildpy_noop_s', 0):.1f} s | "
+            f"{_ratio(build['ours_nox_noop_s'], build.get('buildpy_noop_s'))} |"
+        )
+    one_file = build.get("ours_one_file_steps")
+    if one_file and build.get("buildpy_one_file_s"):
+        spent = ", ".join(f"{k} {v:.1f} s" for k, v in one_file.items() if k != "total" and v >= 0.5)
+        lines.append(
+            f"| one-file change, ours by step (goal < 2x build.py: {2 * build['buildpy_one_file_s']:.1f} s) "
+            f"| {spent} | | |"
+        )
     release = release_cost(build)
     if release:
         n = int(release["pythons"])
@@ -367,6 +409,12 @@ def run_bench(project: Path, recipe: str, jobs: int, only: list[str]) -> Path:
     wanted = only or list(PARTS)
     if "build" in wanted:
         bench.step("build", bench.measure_build)
+    elif "rebuild" in wanted:  # the build part measures the rebuilds too
+
+        def rebuild() -> dict[str, Any]:
+            return {**bench.results.get("build", {}), **bench.measure_rebuild()}
+
+        bench.step("build", rebuild)
     if "size" in wanted:
         bench.step("size", bench.measure_size)
     if "inference" in wanted:
