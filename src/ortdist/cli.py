@@ -38,7 +38,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     toolchain = make_toolchain(plan.toolchain)
     toolchain.preflight()  # not root, a plan-only toolchain: refused before the lock and dist/
     jobs = args.jobs or os.cpu_count() or 2
-    ctx = pipeline.make_context(plan, toolchain, Cache.default(), dist, path, jobs, fresh=args.fresh)
+    ctx = pipeline.make_context(plan, toolchain, Cache.default(), dist, path, jobs, fresh=args.fresh, reuse=args.reuse)
     state = pipeline.build(ctx)
     print(f"\nortdist: built {plan.recipe.name} in {format_duration(state.timings['total'])}")
     published = state.find(Published)
@@ -411,6 +411,12 @@ def parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--fresh", action="store_true", help="discard the recipe's build tree first (ccache and sysroot stay)"
+    )
+    b.add_argument(
+        "--no-reuse",
+        dest="reuse",
+        action="store_false",
+        help="run every packaging step even when its inputs are unchanged (default: reuse its recorded outputs)",
     )
     b.set_defaults(func=cmd_build)
 

@@ -45,7 +45,9 @@ PYPI_CP313_WHEEL_BYTES = 16_018_947
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str]:
     project = Path(__file__).resolve().parents[2]
     dist = tmp_path_factory.mktemp("dist")
-    proc = ortdist(project, "build", "cpu-linux", "--dist", str(dist))
+    # --no-reuse: every packaging step really runs (and checks) here, even on a machine whose
+    # cache holds records of an identical earlier build; test_rebuild_... checks the reuse.
+    proc = ortdist(project, "build", "cpu-linux", "--dist", str(dist), "--no-reuse")
     print(proc.stderr[-5000:], file=sys.stderr)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-5000:]
     out = dist / "cpu-linux"
@@ -134,12 +136,23 @@ def test_older_systems_run_the_build_offline(built: tuple[Path, dict[str, Any], 
 
 
 def test_rebuild_resumes_instead_of_starting_over(built: tuple[Path, dict[str, Any], str], tmp_path: Path) -> None:
+    """Nothing changed: CMake is not re-run, ninja has no work, and every packaging step takes its
+    recorded outputs; the artifacts are the first build's bytes."""
+    from ortdist.pipeline import reuse
+
     project = Path(__file__).resolve().parents[2]
+    _, first, _ = built
     proc = ortdist(project, "build", "cpu-linux", "--dist", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "configure is up to date" in proc.stderr
     build_log = (tmp_path / "cpu-linux" / "logs" / "build.log").read_text()
     assert "ninja: no work to do." in build_log
+    again = json.loads((tmp_path / "cpu-linux" / "manifest.json").read_text())
+    packaging = [s for s in first["build_times_s"] if s in reuse.REUSABLE]
+    assert sorted(again["reused_steps"]) == sorted(packaging) and "check" in packaging
+    assert all(f"{step}: inputs unchanged since" in proc.stderr for step in packaging)
+    assert {a["path"]: a["sha256"] for a in again["artifacts"]} == {a["path"]: a["sha256"] for a in first["artifacts"]}
+    assert again["clean_root_check"] == first["clean_root_check"]
 
 
 def test_patch_series_applies_to_the_pinned_source() -> None:

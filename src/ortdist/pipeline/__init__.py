@@ -24,6 +24,7 @@ def make_context(
     jobs: int,
     *,
     fresh: bool = False,
+    reuse: bool = True,
     runner: Runner | None = None,
 ) -> BuildContext:
     """A context over the real subprocess runner unless another is given (tests).
@@ -39,6 +40,7 @@ def make_context(
         jobs=jobs,
         runner=runner or SubprocessRunner(toolchain),
         fresh=fresh,
+        reuse=reuse,
     )
 
 

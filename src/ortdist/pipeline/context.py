@@ -28,6 +28,7 @@ class BuildContext:
     jobs: int
     runner: Runner
     fresh: bool = False  # discard the recipe's build tree first (caches stay): a clean build
+    reuse: bool = True  # take a packaging step's recorded outputs when its inputs are unchanged
 
     @functools.cached_property
     def recipe_sha256(self) -> str:

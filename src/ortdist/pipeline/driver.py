@@ -216,7 +216,7 @@ def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, Step] = 
         with log.step(name):
             started = time.monotonic()
             key = reuse.chain(inputs, name)
-            found = records.reusable(name, key) if name in reuse.REUSABLE else None
+            found = records.reusable(name, key) if ctx.reuse and name in reuse.REUSABLE else None
             if found is not None:
                 log.info(
                     f"{name}: inputs unchanged since {found.manifest()['recorded_at']}; "

@@ -169,3 +169,14 @@ def test_wheels_output_round_trips(tmp_path: Path) -> None:
     raw.write_bytes(b"x")
     out = Wheels(raw={"3.13": raw}, times=PerPython("wheel_s", {"3.13": 4.9}, timed=True))
     assert reuse.decode(json.loads(json.dumps(reuse.encode(out)))) == out
+
+
+def test_no_reuse_runs_every_step_and_records_afresh(make_env: MakeEnv) -> None:
+    ran: list[str] = []
+    build(make_env, ran)
+    env = make_env("cpu-linux", steps=STEPS)
+    ctx = dataclasses.replace(env.ctx, reuse=False)
+    state = driver.run_steps(ctx, BuildState(), counting_steps(ctx, ran := []))
+    assert ran == list(STEPS) and state.reused == {}
+    build(make_env, ran)
+    assert "wheel" not in ran  # the forced run's records serve the next one
