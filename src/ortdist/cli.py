@@ -496,7 +496,7 @@ def parser() -> argparse.ArgumentParser:
         "--only",
         action="append",
         default=[],
-        choices=["build", "rebuild", "size", "inference", "smoke"],
+        choices=["build", "rebuild", "size", "inference", "models", "smoke"],
         help="re-measure a part",
     )
     be.set_defaults(func=cmd_bench)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import statistics
 import sys
 import time
@@ -37,10 +38,13 @@ from ..toolchains import Bind, Toolchain, make_toolchain
 from ..toolchains.debian_sysroot import pip_download_argv
 from .buildpy import buildpy_argv
 
-PARTS = ("build", "rebuild", "size", "inference", "smoke")
+PARTS = ("build", "rebuild", "size", "inference", "models", "smoke")
 # A file every CPU build compiles, changed by one comment line for the one-file-change rebuild.
 ONE_FILE = "onnxruntime/core/providers/cpu/math/element_wise_ops.cc"
 IN_ROOT_BENCH = IN_ROOT / "bench"
+# The real-size models' generator version: bump it when bench/realsize.py changes the graphs.
+REALSIZE_VERSION = "v1"
+THREADS = (1, 2)
 
 
 @dataclass
@@ -274,6 +278,103 @@ class Bench:
             }
         return {"rounds": rounds, "runs": runs, "threads": 1, "models": table}
 
+    def real_models(self) -> dict[str, tuple[Path, Path, str]]:
+        """The real-size models and their QDQ variants on disk (made once per generator version):
+        name -> (model.onnx, inputs.npz, summary)."""
+        import numpy as np
+        import onnx
+
+        from . import realsize
+
+        base = self.work / "realsize" / REALSIZE_VERSION
+        made: dict[str, tuple[Path, Path, str]] = {}
+        for name, builder in realsize.BUILDERS.items():
+            names = (name, f"{name}_qdq")
+            if not all((base / n / "model.onnx").is_file() for n in names):
+                float_model = builder()
+                for variant in (float_model, realsize.quantized(float_model, base / "quantize")):
+                    directory = base / variant.name
+                    directory.mkdir(parents=True, exist_ok=True)
+                    with (directory / "inputs.npz").open("wb") as fh:
+                        arrays: dict[str, Any] = dict(variant.inputs)
+                        np.savez(fh, **arrays)
+                    (directory / "summary.txt").write_text(variant.summary, encoding="utf-8")
+                    onnx.save(variant.model, str(directory / "model.onnx"))
+                remove_tree(base / "quantize")
+            for n in names:
+                made[n] = (base / n / "model.onnx", base / n / "inputs.npz", (base / n / "summary.txt").read_text())
+        return made
+
+    def latency_run(
+        self, who: str, wheel: Path, models: dict[str, tuple[Path, Path, str]], plan: dict[str, Any]
+    ) -> dict[str, Any]:
+        """latency.py over every model in ``wheel``'s own environment (host venv or clean root)."""
+        from ..smoke import env
+        from ..smoke.run_suite import where_to_run
+        from ..smoke.wheelinfo import read_wheel
+
+        info = read_wheel(wheel)
+        choice = where_to_run(info, self.toolchain)
+        workdir = self.work / "latency" / who
+        remove_tree(workdir)
+        (workdir / "models").mkdir(parents=True)
+        visible = workdir if choice.kind == "host" else env.IN_ROOT_SMOKE
+        cases = []
+        for name, (model, inputs, _) in models.items():
+            (workdir / "models" / name).mkdir()
+            os.link(model, workdir / "models" / name / "model.onnx")  # same file system: no 500 MB copies
+            os.link(inputs, workdir / "models" / name / "inputs.npz")
+            seen = visible / "models" / name
+            cases.append({"name": name, "model": str(seen / "model.onnx"), "inputs": str(seen / "inputs.npz")})
+        (workdir / "plan.json").write_text(json.dumps({**plan, "models": cases}), encoding="utf-8")
+        shutil.copyfile(Path(__file__).with_name("latency.py"), workdir / "latency.py")
+        with (self.out / f"latency-{who}.log").open("a", encoding="utf-8") as log_file:
+            code = env.run_in_env(
+                choice, info, workdir, self.cache, self.toolchain, log_file, script="latency.py plan.json result.json"
+            )
+        if code != 0 or not (workdir / "result.json").is_file():
+            raise CheckError(f"the latency run failed (exit {code})", where=str(self.out / f"latency-{who}.log"))
+        result: dict[str, Any] = json.loads((workdir / "result.json").read_text(encoding="utf-8"))
+        result["environment"] = choice.reason
+        return result
+
+    def measure_models(self, rounds: int = 2, runs: int = 20, warmup: int = 3) -> dict[str, Any]:
+        """Real-size models (bench/realsize.py), ours vs PyPI's wheel, at 1 and 2 threads: the median
+        of each round's median, rounds alternating which wheel goes first; outputs compared."""
+        models = self.real_models()
+        wheels = {"ours": self.our_wheel(), "official": self.official_wheel()}
+        plan = {"threads": list(THREADS), "runs": runs, "warmup": warmup}
+        medians: dict[str, dict[str, dict[str, list[float]]]] = {"ours": {}, "official": {}}
+        environments = {}
+        for r in range(rounds):
+            for who in ("official", "ours") if r % 2 == 0 else ("ours", "official"):
+                result = self.latency_run(who, wheels[who], models, plan)
+                environments[who] = result["environment"]
+                for name, by_threads in result["models"].items():
+                    for threads, ms in by_threads.items():
+                        medians[who].setdefault(name, {}).setdefault(threads, []).append(ms)
+        table: dict[str, Any] = {}
+        for name in models:
+            row: dict[str, Any] = {"summary": models[name][2]}
+            for threads in map(str, THREADS):
+                ours = statistics.median(medians["ours"][name][threads])
+                theirs = statistics.median(medians["official"][name][threads])
+                row[threads] = {"ours_ms": ours, "official_ms": theirs, "ratio": ours / theirs}
+            row["max_output_diff"] = max_output_diff(
+                self.work / "latency" / "ours" / "outputs" / f"{name}.npz",
+                self.work / "latency" / "official" / "outputs" / f"{name}.npz",
+            )
+            table[name] = row
+        return {
+            "rounds": rounds,
+            "runs": runs,
+            "warmup": warmup,
+            "threads": list(THREADS),
+            "environments": environments,
+            "wheels": {who: w.name for who, w in wheels.items()},
+            "models": table,
+        }
+
     def measure_smoke(self) -> dict[str, Any]:
         from ..smoke.run_suite import smoke_wheel
 
@@ -392,6 +493,13 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {model} median latency, 1 thread (vs PyPI) | {m['ours_ms']:.4f} ms | {m['official_ms']:.4f} ms | "
             f"{m['ratio']:.2f}x (max output diff {m['max_output_diff']:.2g}) |"
         )
+    for model, m in (results.get("models", {}).get("models") or {}).items():
+        for threads in map(str, results["models"]["threads"]):
+            t = m[threads]
+            lines.append(
+                f"| {model} median latency, {threads} thread(s) (vs PyPI; goal <= 1.00) | {t['ours_ms']:.2f} ms | "
+                f"{t['official_ms']:.2f} ms | {t['ratio']:.2f}x (max output diff {m['max_output_diff']:.2g}) |"
+            )
     smoke = results.get("smoke", {})
     if smoke:
         o, t = smoke["ours"], smoke["official"]
@@ -419,6 +527,8 @@ def run_bench(project: Path, recipe: str, jobs: int, only: list[str]) -> Path:
         bench.step("size", bench.measure_size)
     if "inference" in wanted:
         bench.step("inference", bench.measure_inference)
+    if "models" in wanted:
+        bench.step("models", bench.measure_models)
     if "smoke" in wanted:
         bench.step("smoke", bench.measure_smoke)
     return bench.out / "results.md"

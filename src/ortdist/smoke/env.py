@@ -182,8 +182,10 @@ def run_in_env(
     toolchain: Toolchain,
     log: TextIO,
     source: IndexInstall | None = None,
+    script: str = "runner.py plan.json result.json",
 ) -> int:
-    """Fresh venv, install the wheel (+ its requirements from a local wheelhouse), run the runner.
+    """Fresh venv, install the wheel (+ its requirements from a local wheelhouse), run the runner
+    (or another ``script`` in ``workdir``, e.g. the benchmark's latency.py).
 
     A case that crashes the interpreter (a native kernel raising SIGFPE, say) is recorded as a
     failed case and the runner restarts after it, so one bad kernel cannot hide every other result.
@@ -241,7 +243,7 @@ def run_in_env(
     if code != 0:
         return code
     for _ in range(MAX_CRASHES + 1):
-        code = shell(f"cd {here} && {venv_cmds.python} runner.py plan.json result.json")
+        code = shell(f"cd {here} && {venv_cmds.python} {script}")
         if code in (0, 1) or not record_crash(workdir, code):
             return code
     return code
