@@ -25,6 +25,7 @@ from typing import Any
 from . import registry, release, sbom
 from .errors import CheckError
 from .manifest import MANIFEST, PREVIOUS_MANIFEST
+from .upload import PUBLISH_RECORD
 
 # Wheel members grouped by what they are, in display order (first match wins).
 _GROUPS: list[tuple[str, re.Pattern[str]]] = [
@@ -46,6 +47,7 @@ class RecipeReport:
     sbom: dict[str, Any] | None = None
     previous: dict[str, Any] | None = None  # the manifest of the build published before this one
     pypi: dict[str, registry.PypiWheel] = field(default_factory=dict)  # our wheel's file -> PyPI's
+    published: dict[str, Any] | None = None  # publish.json: where the wheels went, proven installed back
 
 
 def wheel_space(wheel: Path) -> tuple[dict[str, int], list[tuple[str, int]]]:
@@ -113,6 +115,7 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
             except sbom.NoSbomError:
                 document = None  # built before SBOMs, or by another tool: the page says so
         previous_file = out / PREVIOUS_MANIFEST
+        published_file = out / PUBLISH_RECORD
         pypi = {a["path"]: ref for a in artifacts if (ref := release.pypi_reference(a, manifest))}
         reports.append(
             RecipeReport(
@@ -124,6 +127,7 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
                 sbom=document,
                 previous=_json(previous_file) if previous_file.is_file() else None,
                 pypi=pypi,
+                published=_json(published_file) if published_file.is_file() else None,
             )
         )
     if not reports and require:
@@ -139,7 +143,7 @@ def input_files(dist: Path) -> list[Path]:
     for manifest_file in sorted(dist.glob(f"*/{MANIFEST}")):
         files += [manifest_file, manifest_file.parent / PREVIOUS_MANIFEST]
         files += sorted(manifest_file.parent.glob("*.whl")) + sorted(manifest_file.parent.glob("*.tar.gz"))
-        files += sorted((manifest_file.parent / "smoke").glob("*.json"))
+        files += [*sorted((manifest_file.parent / "smoke").glob("*.json")), manifest_file.parent / PUBLISH_RECORD]
     return files
 
 
@@ -320,6 +324,31 @@ def _build_facts(r: RecipeReport) -> str:
     return f"{_timeline(steps)}{_cache(r)}{_steps_table(r, steps)}"
 
 
+def _published(r: RecipeReport) -> str:
+    """publish.json: the index the wheels went to, and each one installed back by name and run."""
+    p = r.published
+    if not p:
+        return "<p class='none'>Not published: <code>nox -s publish -- RECIPE --repository-url URL</code></p>"
+    verified = p.get("verified", {})
+    rows = "".join(
+        f"<tr class='{'pass' if v.get('passed') else 'fail'}'><td>{_e(name)}</td>"
+        f"<td>{_e((v.get('installed_from') or {}).get('url', '-'))}</td>"
+        f"<td>{_e(v.get('models_passed'))}/{_e(v.get('models'))}</td><td>{_e(v.get('environment'))}</td></tr>"
+        for name, v in verified.items()
+    )
+    seconds = ", ".join(f"{_e(k)} {float(v):.1f} s" for k, v in p.get("seconds", {}).items())
+    return (
+        f"<p>Uploaded {len(p.get('uploaded', []))} wheel(s) to <code>{_e(p.get('repository_url'))}</code>"
+        f" ({len(p.get('skipped', {}))} already there); {seconds}.</p>"
+        + (
+            "<table class='published'><thead><tr><th>wheel</th><th>installed by name from</th>"
+            f"<th>reference models</th><th>where</th></tr></thead><tbody>{rows}</tbody></table>"
+            if rows
+            else ""
+        )
+    )
+
+
 def _compat(r: RecipeReport) -> str:
     """The manifest's compat entries: each older system the build was proven on, and with what."""
     rows = []
@@ -428,6 +457,7 @@ def render(reports: list[RecipeReport], bench_html: str = "") -> str:
             f"<h3>Build steps, in the order they ran</h3>{_build_facts(r)}"
             f"<h3>Smoke matrix</h3>{_smoke_matrix(r)}"
             f"<h3>Older systems</h3>{_compat(r)}"
+            f"<h3>Published</h3>{_published(r)}"
             f"<h3>What takes the space in the wheel (uncompressed)</h3>"
             f"<svg class='space' width='800' height='10' data-bars='{_e(bars)}'></svg>"
             f"<table class='largest'><thead><tr><th>largest members</th><th>size</th></tr></thead>"

@@ -383,3 +383,29 @@ def test_the_pypi_data_file_is_checked() -> None:
     ]:
         with pytest.raises(DataError, match=re.escape(message)):
             registry.parse_pypi_wheels(bad)
+
+
+def test_the_release_page_says_where_the_wheels_were_published_and_proven() -> None:
+    from ortdist.report import RecipeReport, render
+
+    name = "onnxruntime-1.21.0-cp313-cp313-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+    published = {
+        "repository_url": "http://127.0.0.1:8080/",
+        "uploaded": [name],
+        "skipped": {},
+        "seconds": {"check": 0.4, "upload": 0.5, "verify": 15.4, "total": 16.3},
+        "verified": {
+            name: {
+                "passed": True,
+                "installed_from": {"url": f"http://127.0.0.1:8080/packages/{name}"},
+                "models_passed": 8,
+                "models": 8,
+                "environment": "clean root",
+            }
+        },
+    }
+    page = render([RecipeReport(recipe="cpu-linux", manifest={}, published=published)])
+    assert "Uploaded 1 wheel(s) to <code>http://127.0.0.1:8080/</code> (0 already there)" in page
+    assert f"<tr class='pass'><td>{name}</td><td>http://127.0.0.1:8080/packages/{name}</td><td>8/8</td>" in page
+    assert "verify 15.4 s" in page
+    assert "Not published" in render([RecipeReport(recipe="cpu-linux", manifest={})])
