@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 
 # What ninja prints, and prints only, when every output is up to date: it ran no command at all.
@@ -11,6 +12,23 @@ NO_WORK = "ninja: no work to do."
 def no_work(output: Iterable[str]) -> bool:
     """Whether ninja's console output says it had nothing to do."""
     return any(line.strip() == NO_WORK for line in output)
+
+
+# Outputs CMake's generator makes ninja run on every build (the CONFIGURE_DEPENDS glob check): a
+# fresh log line for them says nothing about what was built.
+EVERY_RUN = ("cmake.verify_globs",)
+
+
+def built_state(ninja_log: str) -> str:
+    """A digest of each output's last build as the log records it (mtime and command hash), the
+    outputs ninja runs every time left out: equal while nothing was rebuilt, whatever ninja
+    appended or recompacted."""
+    last: dict[str, str] = {}
+    for line in ninja_log.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 5 and fields[0].isdigit() and not fields[3].endswith(EVERY_RUN):
+            last[fields[3]] = f"{fields[2]} {fields[4]}"
+    return hashlib.sha256("".join(f"{k}\0{v}\n" for k, v in sorted(last.items())).encode()).hexdigest()
 
 
 def last_runs(ninja_log: str) -> dict[str, tuple[int, int]]:

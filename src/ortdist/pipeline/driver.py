@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from .. import children
+from .. import children, ninjalog
 from ..errors import BuildError, OrtdistError
 from ..fsutil import remove_tree, unmount_below
 from ..log import log
@@ -186,15 +186,22 @@ def fingerprint(ctx: BuildContext, name: str, output: StepOutput) -> str:
     if name == "configure":
         return reuse.content_digest(ctx.layout.build.host / "CMakeCache.txt")
     if name == "build":
-        return reuse.content_digest(ctx.layout.build.host / ".ninja_log")
+        return built_state(ctx.layout.build.host / ".ninja_log")
     if name == "binding":
         modules = json.dumps(reuse.encode(output.modules if isinstance(output, Bindings) else None))
-        return reuse.chain(modules, reuse.content_digest(ctx.layout.work.host / "bindings" / ".ninja_log"))
+        return reuse.chain(modules, built_state(ctx.layout.work.host / "bindings" / ".ninja_log"))
     encoded = reuse.encode(output)
     # A packaging step's files are checked by size and mtime before reuse; a step that always runs
     # may rewrite a file with the same bytes (the operator config), so its files count by content.
     files = reuse.files_of(encoded) if name in reuse.REUSABLE else reuse.contents_of(encoded)
     return reuse.chain(json.dumps(encoded, sort_keys=True), json.dumps(files, sort_keys=True))
+
+
+def built_state(ninja_log: Path) -> str:
+    try:
+        return ninjalog.built_state(ninja_log.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return "missing"
 
 
 def build_inputs(ctx: BuildContext) -> str:

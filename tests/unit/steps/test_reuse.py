@@ -180,3 +180,24 @@ def test_no_reuse_runs_every_step_and_records_afresh(make_env: MakeEnv) -> None:
     assert ran == list(STEPS) and state.reused == {}
     build(make_env, ran)
     assert "wheel" not in ran  # the forced run's records serve the next one
+
+
+def test_cmakes_glob_check_that_ninja_runs_every_time_does_not_count_as_a_rebuild(make_env: MakeEnv) -> None:
+    """CMake's CONFIGURE_DEPENDS check (cmake.verify_globs) gets a new .ninja_log line on every
+    ninja run, also when nothing is rebuilt; a recompacted log is the same builds too."""
+    from ortdist import ninjalog
+
+    ran: list[str] = []
+    env = make_env("cpu-linux", steps=STEPS)
+    build(make_env, ran)
+    log_file = env.ctx.layout.build.host / ".ninja_log"
+    before = ninjalog.built_state(log_file.read_text())
+    with log_file.open("a") as log:
+        log.write("20\t50\t1795646493383723693\tCMakeFiles/cmake.verify_globs\t24f891ce62f823e8\n")
+    assert ninjalog.built_state(log_file.read_text()) == before
+    build(make_env, ran)
+    assert "wheel" not in ran
+    with log_file.open("a") as log:  # the same output built again: a newer mtime
+        log.write("5\t9\t1795646493383723693\tlibonnxruntime.so\tabc\n")
+    build(make_env, ran)
+    assert "wheel" in ran
