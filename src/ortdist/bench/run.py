@@ -328,6 +328,9 @@ class Bench:
             cases.append({"name": name, "model": str(seen / "model.onnx"), "inputs": str(seen / "inputs.npz")})
         (workdir / "plan.json").write_text(json.dumps({**plan, "models": cases}), encoding="utf-8")
         shutil.copyfile(Path(__file__).with_name("latency.py"), workdir / "latency.py")
+        smoke = Path(__file__).parents[1] / "smoke"
+        for helper in ("runner.py", "proof.py"):  # latency.py times with the smoke runner's measure_latency
+            shutil.copyfile(smoke / helper, workdir / helper)
         with (self.out / f"latency-{who}.log").open("a", encoding="utf-8") as log_file:
             code = env.run_in_env(
                 choice, info, workdir, self.cache, self.toolchain, log_file, script="latency.py plan.json result.json"
