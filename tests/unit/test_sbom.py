@@ -142,6 +142,33 @@ def test_sbom_goes_into_the_wheel_with_a_correct_record_line(tmp_path: Path) -> 
         add_to_dist_info(wheel, {"sboms/ortdist.cdx.json": payload}, 1741221472)
 
 
+@pytest.mark.parametrize("level", [0, 6])
+def test_the_last_write_gives_the_same_bytes_whatever_compressed_the_wheel_before(tmp_path: Path, level: int) -> None:
+    """The repair writes its wheel uncompressed (add_to_dist_info compresses it last): that must
+    not change the released bytes."""
+    payload = b"\x7fELF" + bytes(range(256)) * 400  # compressible, so the levels really differ
+    wheels = []
+    for name, compression in (("deflated", zipfile.ZIP_DEFLATED), (f"level{level}", zipfile.ZIP_DEFLATED)):
+        (tmp_path / name).mkdir()
+        wheel = _wheel(tmp_path / name / "pkg-1.0-py3-none-any.whl")
+        with zipfile.ZipFile(wheel) as zin:
+            members = [(info, zin.read(info)) for info in zin.infolist()]
+        with zipfile.ZipFile(wheel, "w") as zout:
+            for info, data in members:
+                info.compress_type = compression
+                zout.writestr(info, data, compresslevel=level if name != "deflated" else 9)
+            big = zipfile.ZipInfo("pkg/_native.so", (2024, 1, 1, 0, 0, 0))
+            big.compress_type = compression
+            zout.writestr(big, payload, compresslevel=level if name != "deflated" else 9)
+        wheels.append(wheel)
+    sizes = [w.stat().st_size for w in wheels]
+    if level == 0:
+        assert sizes[1] > sizes[0]  # the intermediate really was stored, not compressed
+    for wheel in wheels:
+        add_to_dist_info(wheel, {"sboms/ortdist.cdx.json": b"{}\n"}, 1741221472)
+    assert wheels[0].read_bytes() == wheels[1].read_bytes()
+
+
 def test_inspect_reports_artifacts_without_an_sbom_clearly(tmp_path: Path) -> None:
     wheel = _wheel(tmp_path / "pkg-1.0-py3-none-any.whl")
     with pytest.raises(CheckError, match="carries no ortdist SBOM"):

@@ -228,11 +228,11 @@ def test_from_an_index_the_requirements_come_from_the_wheelhouse_and_the_project
     )
     offline, from_index = script.split(" && ")
     assert shlex.split(offline) == [
-        "pip", "install", "--quiet", "--no-index", "--find-links", "/house",
+        "pip", "install", "--quiet", "--no-compile", "--no-index", "--find-links", "/house",
         "numpy>=1.21.6", 'sympy; python_version >= "3.9"',
     ]  # fmt: skip
     assert shlex.split(from_index) == [
-        "pip", "install", "--quiet", "--no-cache-dir", "--no-deps", "--index-url", "http://i/simple/",
+        "pip", "install", "--quiet", "--no-compile", "--no-cache-dir", "--no-deps", "--index-url", "http://i/simple/",
         "--report", "/s/install-report.json", "onnxruntime==1.21.0",
     ]  # fmt: skip
     assert CP313 not in script

@@ -153,12 +153,12 @@ def install_script(pip: str, house: str, wheel: str, info: WheelInfo, source: In
     """The wheel file with its requirements from the wheelhouse; or, from an index, the
     requirements first (wheelhouse only), then the project alone by name, from the index only,
     uncached, with pip's report of the file it installed."""
-    offline = f"{pip} install --quiet --no-index --find-links {house}"
+    offline = f"{pip} install --quiet --no-compile --no-index --find-links {house}"
     if source is None:
         return f"{offline} {shlex.quote(wheel)}"
     requirements = " ".join(shlex.quote(r) for r in info.all_requirements)
     from_index = (
-        f"{pip} install --quiet --no-cache-dir --no-deps --index-url {shlex.quote(source.index_url)} "
+        f"{pip} install --quiet --no-compile --no-cache-dir --no-deps --index-url {shlex.quote(source.index_url)} "
         f"--report {here}/{INSTALL_REPORT} {shlex.quote(source.requirement)}"
     )
     return f"{offline} {requirements} && {from_index}" if requirements else from_index

@@ -35,6 +35,8 @@ def dist_info_dir(names: list[str]) -> str:
 # zlib's best compression: the wheel is written once and downloaded many times. 9 rather than
 # auditwheel's 6 takes 73 KB (0.5%) off the cpu-linux wheel for about 3 s per wheel.
 COMPRESSLEVEL = 9
+# A wheel the repair unpacks and writes again: compressing it would be work thrown away.
+INTERMEDIATE_LEVEL = 0
 
 
 def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> None:
@@ -94,14 +96,14 @@ def retag(wheel: Path, python: str) -> Path:
                 if info.filename == record_name:
                     continue
                 data = tagged.encode() if info.filename == wheel_name else zin.read(info.filename)
-                zout.writestr(info, data)
+                zout.writestr(info, data, compresslevel=INTERMEDIATE_LEVEL)
             lines = [
                 record_line(wheel_name, tagged.encode()) if line.startswith(f"{wheel_name},") else line
                 for line in zin.read(record_name).decode().splitlines()
                 if line
             ]
             record_info = next(i for i in infos if i.filename == record_name)
-            zout.writestr(record_info, ("\n".join(lines) + "\n").encode())
+            zout.writestr(record_info, ("\n".join(lines) + "\n").encode(), compresslevel=INTERMEDIATE_LEVEL)
     if dest != wheel:
         wheel.unlink()
     return dest

@@ -71,7 +71,10 @@ def test_each_wheel_is_checked_in_a_clean_root(make_env: MakeEnv) -> None:
     main, other = env.matching("probe.py")
     clean = env.toolchain.base / "clean-root"
     assert main.root == clean and other.root == clean
-    assert main.argv[2].startswith("python3.13 -m venv /ortdist/venv && ")
+    # No ensurepip for a venv that lives for one check, and no byte-compiling of what it installs.
+    assert main.argv[2].startswith("python3.13 -m venv --without-pip /ortdist/venv && ")
+    assert "/usr/share/python-wheels/pip-*.whl" in main.argv[2]
+    assert all(" install --quiet --no-compile " in c.argv[2] for c in (main, other))
     assert "/ortdist/wheel/onnxruntime-1.21.0-cp313.whl" in main.argv[2]
     assert "probe.py model.onnx data.npz result.json 1e-05" in main.argv[2]
     binds = {str(b.inside): b for b in main.binds}

@@ -146,8 +146,9 @@ def test_both_roots_prove_the_build_offline(make_env: MakeEnv) -> None:
     install = env.only("-m venv")
     assert install.root == bookworm
     assert script(install) == (
-        "/usr/bin/python3.11 -m venv /ortdist/venv && /ortdist/venv/bin/python -m pip install --quiet --no-index "
-        "--find-links /ortdist/wheelhouse /ortdist/wheel/onnxruntime-1.21.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+        "/usr/bin/python3.11 -m venv /ortdist/venv && /ortdist/venv/bin/python -m pip install --quiet --no-compile "
+        "--no-index --find-links /ortdist/wheelhouse "
+        "/ortdist/wheel/onnxruntime-1.21.0-cp311-cp311-manylinux_2_17_x86_64.whl"
     )
     binds = {str(b.inside): b for b in install.binds}
     assert binds["/ortdist/wheel"].host == env.state.get(Repaired).wheels["3.11"].parent

@@ -77,6 +77,8 @@ def test_each_wheel_is_repaired_and_gets_an_sbom_naming_its_grafts(make_env: Mak
         (
             "/opt/ortdist-tools/bin/auditwheel",
             "repair",
+            "--zip-compression-level",
+            "0",
             "--wheel-dir",
             f"/ortdist/work/wheel/repaired{sfx}",
             "--strip",
@@ -85,7 +87,7 @@ def test_each_wheel_is_repaired_and_gets_an_sbom_naming_its_grafts(make_env: Mak
         for sfx, tag in (("", "cp313"), ("-3.11", "cp311"))
     ]
     assert all(c.root == env.state.roots.build for c in repairs)
-    assert len(env.matching("auditwheel show")) == 2
+    assert not env.matching("auditwheel show")  # a second ELF analysis only when a tag needs explaining
     assert out.wheels["3.11"] == env.layout.work.host / "wheel" / "repaired-3.11" / (
         f"onnxruntime-1.21.0-cp311-cp311-{PORTABLE_TAG}.whl"
     )
@@ -113,6 +115,8 @@ def test_a_wheel_tagged_for_a_newer_glibc_than_the_toolchain_promises_is_refused
         repair.run(env.ctx, env.state)
     assert info.value.where == f"onnxruntime-1.21.0-cp313-cp313-{NEWER_TAG}.whl"
     assert "auditwheel show" in (info.value.fix or "")
+    # The log the fix points to has auditwheel's account of the symbol versions.
+    assert env.only("auditwheel show").argv[-1].endswith("/raw/onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl")
     (repaired,) = (env.layout.work.host / "wheel" / "repaired").iterdir()
     with zipfile.ZipFile(repaired) as zf:
         assert not [n for n in zf.namelist() if n.endswith(".cdx.json")]
@@ -182,7 +186,6 @@ def test_a_cross_wheel_is_repaired_with_the_targets_libraries_and_strip(make_env
     assert argv[3:5] == ("/opt/ortdist-tools/bin/auditwheel", "repair")
     strip = env.layout.work.host / "target-tools" / "strip"
     assert strip.is_symlink() and str(strip.readlink()) == "/usr/bin/aarch64-linux-gnu-strip"
-    assert env.only("auditwheel show").argv[0] == "env"
 
 
 def test_a_wheel_whose_module_asks_for_an_executable_stack_is_refused(make_env: MakeEnv) -> None:

@@ -63,6 +63,7 @@ def test_one_wheel_per_python_each_with_its_own_binding(make_env: MakeEnv) -> No
         "--no-deps",
         "--no-build-isolation",
         "--no-index",
+        "--no-cache-dir",
         "--wheel-dir",
         "/ortdist/work/wheel/raw",
         "/ortdist/work/wheelproj",

@@ -201,7 +201,8 @@ def check_wheel(ctx: BuildContext, check: Check, wheel: Path) -> dict[str, Any]:
     try:
         code, lines = check.sh(
             f"{interpreter} -m venv {IN_ROOT_COMPAT_VENV} && "
-            f"{IN_ROOT_COMPAT_VENV}/bin/python -m pip install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
+            f"{IN_ROOT_COMPAT_VENV}/bin/python -m pip install --quiet --no-compile --no-index "
+            f"--find-links {IN_ROOT_WHEELHOUSE} "
             f"{IN_ROOT_COMPAT_WHEEL}/{wheel.name}",
             WHEEL_ENV,
         )

@@ -71,6 +71,7 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
         "--no-deps",
         "--no-build-isolation",
         "--no-index",
+        "--no-cache-dir",  # pip would copy each 22 MB wheel into its cache, never to use it
         "--wheel-dir",
         str(raw.inside),
         str(project.inside),
