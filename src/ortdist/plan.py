@@ -209,6 +209,18 @@ def feature_defines(recipe: Recipe) -> dict[str, str]:
     }
 
 
+# What [features] add to the compile and link flags; appended to the toolchain's own.
+NO_UNWIND_TABLES = "-fno-unwind-tables -fno-asynchronous-unwind-tables"
+
+
+def feature_flags(recipe: Recipe) -> dict[str, str]:
+    """Compiler flags no ORT option sets: with exceptions off ORT drops the unwind tables from its
+    C++ only, so the C code (MLAS kernels, dependencies) would keep its .eh_frame."""
+    if recipe.features.unwind_tables:
+        return {}
+    return {"CMAKE_C_FLAGS": NO_UNWIND_TABLES, "CMAKE_CXX_FLAGS": NO_UNWIND_TABLES}
+
+
 def cuda_defines(recipe: Recipe) -> dict[str, str]:
     """[cuda]: the architectures, explicitly (ORT's default list compiles five of them), and the
     attention kernel families."""
@@ -350,6 +362,8 @@ def _cmake_defines(
             )
         for language in ep.compile_languages if launcher else ():
             put(f"CMAKE_{language}_COMPILER_LAUNCHER", launcher, f"{cache_source} (ep {ep.name})")
+    for key, flags in feature_flags(recipe).items():
+        put(key, " ".join(part for part in (defines.get(key, ""), flags) if part), "recipe [features]")
     if registry.cuda_eps() & {ep.name for ep in providers}:
         for key, value in cuda_defines(recipe).items():
             put(key, value, "recipe [cuda]")

@@ -46,6 +46,25 @@ def parse_archive_definitions(text: str) -> set[str]:
     return names
 
 
+# readelf -SW: "[Nr] Name Type Address Off Size ..."; the name may hold spaces in principle, never here.
+_SECTION_LINE = re.compile(
+    r"^\s*\[\s*(?P<nr>\d+)\]\s+(?P<name>\S+)\s+(?P<type>\S+)\s+[0-9a-f]+\s+[0-9a-f]+\s+(?P<size>[0-9a-f]+)\s"
+)
+HEADERS_AND_PADDING = "(ELF headers, alignment padding)"
+
+
+def parse_sections(text: str, file_bytes: int) -> list[dict[str, Any]]:
+    """The bytes each section takes in the file (``readelf -SW``; .bss takes none), largest
+    first, and what no section holds (headers, the padding that aligns segments to pages)."""
+    sizes: dict[str, int] = defaultdict(int)
+    for line in text.splitlines():
+        match = _SECTION_LINE.match(line)
+        if match and match.group("nr") != "0" and match.group("type") != "NOBITS":  # [0] is the NULL entry
+            sizes[match.group("name")] += int(match.group("size"), 16)
+    rows = [{"section": n, "bytes": b} for n, b in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return [*rows, {"section": HEADERS_AND_PADDING, "bytes": max(file_bytes - sum(sizes.values()), 0)}]
+
+
 def base_name(symbol: str) -> str:
     """GCC's clones and LTO-local copies keep their origin before a dot: foo.lto_priv.0, bar.constprop.0."""
     return symbol.split(".", 1)[0] if not symbol.startswith(".") else symbol
@@ -123,8 +142,26 @@ def _kib(n: int) -> str:
     return f"{n / 1024:,.1f} KiB"
 
 
+def section_rows(lib: Mapping[str, Any], base_lib: Mapping[str, Any] | None) -> list[str]:
+    """Markdown rows: each section's bytes, the baseline's and what this build saves on it; the
+    saved column adds up to the whole difference, so every saved byte has a place."""
+    ours = {r["section"]: r["bytes"] for r in lib.get("sections", [])}
+    theirs = {r["section"]: r["bytes"] for r in (base_lib or {}).get("sections", [])}
+    names = list(ours) + [n for n in theirs if n not in ours]
+    names.sort(key=lambda n: (n == HEADERS_AND_PADDING, -(theirs.get(n, 0) - ours.get(n, 0)), n))
+    rows = []
+    for name in names:
+        mine, base = ours.get(name, 0), theirs.get(name)
+        saved = f"{base - mine:,}" if base is not None else "-"
+        rows.append(f"| {name} | {mine:,} | {f'{base:,}' if base is not None else '-'} | {saved} |")
+    if theirs:
+        total_saved = sum(theirs.values()) - sum(ours.values())
+        rows.append(f"| **total** | {sum(ours.values()):,} | {sum(theirs.values()):,} | {total_saved:,} |")
+    return rows
+
+
 def render_table(recipe: str, report: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> str:
-    """Markdown: artifact sizes, then the library breakdown, with the full CPU build alongside."""
+    """Markdown: artifact sizes, then the library breakdown, with the baseline build alongside."""
     lines = [f"# Size report: {recipe}", "", "| artifact | bytes | stripped bytes |", "|---|---:|---:|"]
     for art in report["artifacts"]:
         stripped = f"{art['stripped_bytes']:,}" if art.get("stripped_bytes") is not None else "-"
@@ -133,14 +170,18 @@ def render_table(recipe: str, report: Mapping[str, Any], baseline: Mapping[str, 
     if lib:
         base_lib = (baseline or {}).get("shared_library")
         lines += ["", f"## {lib['name']}: {lib['stripped_bytes']:,} bytes stripped"]
+        base_name_ = (baseline or {}).get("recipe", "baseline")
         if base_lib:
             ratio = lib["stripped_bytes"] / base_lib["stripped_bytes"]
             lines.append(
-                f"Full CPU build ({baseline.get('recipe', 'cpu')}): {base_lib['stripped_bytes']:,} bytes stripped; "  # type: ignore[union-attr]
+                f"Compared with {base_name_}: {base_lib['stripped_bytes']:,} bytes stripped; "
                 f"this one is {ratio:.1%} of it."
             )
+        if lib.get("sections"):
+            lines += ["", f"| section | bytes | {base_name_} | saved |", "|---|---:|---:|---:|"]
+            lines += section_rows(lib, base_lib)
         base_rows = {r["component"]: r["bytes"] for r in (base_lib or {}).get("by_component", [])}
-        lines += ["", "| component | size | full CPU build |", "|---|---:|---:|"]
+        lines += ["", f"| component | size | {base_name_} |", "|---|---:|---:|"]
         for row in lib["by_component"]:
             base = _kib(base_rows[row["component"]]) if row["component"] in base_rows else "-"
             lines.append(f"| {row['component']} | {_kib(row['bytes'])} | {base} |")

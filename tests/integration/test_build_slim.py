@@ -1,5 +1,6 @@
-"""Slim builds end to end: recipes/slim-linux.toml (x86_64, with a slim wheel) and
-recipes/slim-linux-aarch64.toml (cross-compiled, run under qemu): the reduced operator config,
+"""Slim builds end to end: recipes/slim-linux.toml (x86_64, with a slim wheel),
+recipes/slim-linux-aarch64.toml (cross-compiled, run under qemu) and
+recipes/slim-c-linux-aarch64.toml (the same for the C API alone, for size): the reduced operator config,
 the ORT-format models, the slim shared library, ONE static archive a C program links alone, the
 size report, and the smoke suite on the slim wheel (the models it was cut for pass, a model
 outside its operators is refused with NOT_IMPLEMENTED)."""
@@ -47,7 +48,10 @@ def build(recipe: str, dist: Path) -> tuple[Path, dict[str, Any]]:
 
 @pytest.fixture(
     scope="module",
-    params=[pytest.param(r, id=r, marks=pytest.mark.recipe_tree(r)) for r in ("slim-linux", "slim-linux-aarch64")],
+    params=[
+        pytest.param(r, id=r, marks=pytest.mark.recipe_tree(r))
+        for r in ("slim-linux", "slim-linux-aarch64", "slim-c-linux-aarch64")
+    ],
 )
 def slim(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     return build(request.param, tmp_path_factory.mktemp("dist"))
@@ -178,6 +182,11 @@ def test_aarch64_slim_library_is_under_the_upstream_empty_baseline(
     assert member.size == library.stat().st_size < 1_595_392
 
 
+@pytest.mark.parametrize(
+    "slim",
+    [pytest.param(r, marks=pytest.mark.recipe_tree(r)) for r in ("slim-linux", "slim-linux-aarch64")],
+    indirect=True,
+)
 def test_smoke_suite_on_the_slim_wheel(slim: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     out, manifest = slim
     from ortdist.smoke.run_suite import smoke_wheel

@@ -249,6 +249,7 @@ def test_the_workflow_restores_and_saves_each_entry_of_each_job(project: Path) -
     assert [name for name in RECIPES if rows[name]["cache"]] == [
         "cpu-linux",
         "dnnl-linux",
+        "slim-c-linux-aarch64",
         "slim-linux",
         "slim-linux-aarch64",
         "xnnpack-dnnl-linux",

@@ -3,6 +3,7 @@ reading and the size breakdown, all pure."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -105,6 +106,8 @@ def test_slim_linux_plan(project: Path) -> None:
         ("[reduce]\nmodel = []\n", "did you mean 'models'"),
         ('[features]\nminimal_build = "plain"\n', "runs ORT-format models only"),
         ('[reduce]\nconfig = "x.config"\n', "reduced wheel is checked"),
+        ("[features]\nunwind_tables = false\n", "unwind_tables = false needs exceptions = false"),
+        ('[size]\ncompare_with = "r"\n', "not another recipe"),
     ],
 )
 def test_bad_slim_recipes_are_refused(recipe_from: Callable[..., Recipe], body: str, message: str) -> None:
@@ -363,3 +366,35 @@ def test_a_refusal_is_expected_only_for_want_of_a_kernel_the_build_lacks() -> No
     assert "not for want of a kernel for Erf or LayerNormalization" in judge_case(other).message
     ran = {**base, "expect_error": "NOT_IMPLEMENTED", "status": "ok", "outputs_ok": True, "placement": {}}
     assert "outside the reduced operator set ran" in judge_case(ran).message
+
+
+def test_without_unwind_tables_c_and_cxx_are_compiled_without_them(project: Path) -> None:
+    """ORT drops the tables from its C++ alone when exceptions are off; the C code (MLAS and the
+    dependencies) loses them only through the recipe's unwind_tables = false."""
+    from ortdist.plan import NO_UNWIND_TABLES, make_plan
+    from ortdist.recipe import load_recipe
+    from ortdist.toolchains import load_toolchain
+
+    recipe = load_recipe(project / "recipes" / "slim-c-linux-aarch64.toml")
+    plan = make_plan(recipe, load_toolchain(project, "debian-trixie"), ())
+    assert plan.cmake_defines["onnxruntime_DISABLE_EXCEPTIONS"] == "ON"
+    assert plan.cmake_defines["CMAKE_C_FLAGS"] == plan.cmake_defines["CMAKE_CXX_FLAGS"] == NO_UNWIND_TABLES
+    assert plan.define_sources["CMAKE_C_FLAGS"] == "recipe [features]"
+    # Appended to a toolchain's own flags, never in their place.
+    portable = make_plan(
+        dataclasses.replace(recipe, target="x86_64-unknown-linux-gnu", toolchain="portable-glibc2.17"),
+        load_toolchain(project, "portable-glibc2.17"),
+        (),
+    )
+    flags = portable.cmake_defines["CMAKE_C_FLAGS"]
+    assert flags.startswith("-B/") and flags.endswith(" " + NO_UNWIND_TABLES)
+
+
+def test_the_size_comparison_names_a_recipe_beside_it(write_recipe: Callable[..., Path]) -> None:
+    from ortdist.recipe import load_recipe
+
+    write_recipe("", "slim-linux-aarch64")
+    with pytest.raises(RecipeError, match="did you mean 'slim-linux-aarch64'") as info:
+        load_recipe(write_recipe('[size]\ncompare_with = "slim-linux-aarch"\n'))
+    assert info.value.where.endswith("r.toml [size] key 'compare_with'")
+    assert load_recipe(write_recipe('[size]\ncompare_with = "slim-linux-aarch64"\n')).size.compare_with

@@ -139,6 +139,21 @@ def validate(recipe: Recipe, origin: Path) -> None:
     validate_reduction(recipe, where)
     validate_cuda(recipe, where)
     validate_named_files(recipe, origin)
+    validate_size_baseline(recipe, origin)
+
+
+def validate_size_baseline(recipe: Recipe, origin: Path) -> None:
+    """[size] compare_with names a recipe beside this one, other than itself."""
+    wanted = recipe.size.compare_with
+    if not wanted:
+        return
+    siblings = sorted(p.stem for p in origin.parent.glob("*.toml") if p.stem != recipe.name)
+    if wanted not in siblings:
+        raise RecipeError(
+            f"compare_with = {wanted!r} is not another recipe in {origin.parent}",
+            where=f"{origin} [size] key 'compare_with'",
+            fix=_fix(did_you_mean(wanted, siblings), "name a recipe of the same target, e.g. the one this cut is from"),
+        )
 
 
 def validate_named_files(recipe: Recipe, origin: Path) -> None:
@@ -233,6 +248,12 @@ def validate_reduction(recipe: Recipe, where: str) -> None:
             "exceptions = false needs a minimal build (ORT supports it only there)",
             where=f"{where} [features] key 'exceptions'",
             fix='set minimal_build = "plain" or "extended", or keep exceptions',
+        )
+    if not features.unwind_tables and features.exceptions:
+        raise RecipeError(
+            "unwind_tables = false needs exceptions = false (a C++ exception unwinds through those tables)",
+            where=f"{where} [features] key 'unwind_tables'",
+            fix="set exceptions = false (and minimal_build), or keep unwind_tables",
         )
     for key, value in (("exceptions", features.exceptions), ("rtti", features.rtti)):
         if not value and recipe.wheel.enabled:

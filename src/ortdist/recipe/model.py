@@ -114,10 +114,31 @@ class FeatureSettings:
         default=True, metadata=_help("C++ exceptions; false needs a minimal build without a Python wheel.")
     )
     rtti: bool = field(default=True, metadata=_help("C++ RTTI; false needs a build without a Python wheel."))
+    unwind_tables: bool = field(
+        default=True,
+        metadata=_help(
+            "Unwind tables (.eh_frame) in C and C++ code; false needs exceptions = false. ORT drops them from "
+            "its C++ alone when exceptions are off; false drops them from the C code (MLAS, dependencies) too."
+        ),
+    )
     lto: bool = field(default=False, metadata=_help("Link-time optimization (smaller, slower to link)."))
     cpuinfo: bool = field(
         default=True,
         metadata=_help("Use pytorch/cpuinfo for CPU feature detection (false: the OS's own, e.g. getauxval)."),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeSettings:
+    """What the size report compares the library with."""
+
+    compare_with: str = field(
+        default="",
+        metadata=_help(
+            "A recipe of the same target whose built library (dist/<recipe>/manifest.json) the report compares "
+            "this one's with, section by section and by component; default: cpu-linux for reduced or minimal "
+            "builds."
+        ),
     )
 
 
@@ -179,6 +200,9 @@ class Recipe:
     )
     features: FeatureSettings = field(
         default_factory=FeatureSettings, metadata=_help("Minimal build, ML ops, exceptions, RTTI, LTO, cpuinfo.")
+    )
+    size: SizeSettings = field(
+        default_factory=SizeSettings, metadata=_help("What the size report compares the library with.")
     )
     cuda: CudaSettings = field(
         default_factory=CudaSettings, metadata=_help("CUDA architectures and kernel families (cuda/tensorrt EPs).")

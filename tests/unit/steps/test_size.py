@@ -47,6 +47,18 @@ def measures(cmd: Command) -> None:
         "0000000000002000 0000000000000040 T OrtGetApiBase\n"
     )
     (out / "archive-0.nm").write_text(f"conv.o:\n0000000000000000 T {CONV}\n                 U OrtGetApiBase\n")
+    (out / "lib.sections").write_text(SECTIONS)
+
+
+# readelf -SW of the stripped library (500 bytes): 0x100 + 0x40 + 0x20 in sections, .bss in none.
+SECTIONS = """\
+  [Nr] Name              Type            Address          Off    Size   ES Flg Lk Inf Al
+  [ 0]                   NULL            0000000000000000 000000 000000 00      0   0  0
+  [ 1] .text             PROGBITS        0000000000001000 001000 000100 00  AX  0   0 16
+  [ 2] .eh_frame         PROGBITS        0000000000002000 002000 000040 00   A  0   0  8
+  [ 3] .dynsym           DYNSYM          0000000000002040 002040 000020 18   A  4   1  8
+  [ 4] .bss              NOBITS          0000000000003000 003000 004000 00  WA  0   0 32
+"""
 
 
 def test_a_slim_build_is_measured_against_the_full_cpu_build(make_env: MakeEnv) -> None:
@@ -73,7 +85,14 @@ def test_a_slim_build_is_measured_against_the_full_cpu_build(make_env: MakeEnv) 
         "strip --strip-all -o pybind.stripped /ortdist/build/onnxruntime/capi/onnxruntime_pybind11_state.so" in script
     )
     assert "nm --defined-only /ortdist/build/libonnxruntime_providers.a > archive-0.nm" in script
+    assert "readelf -SW lib.stripped > lib.sections" in script
     lib = out.report["shared_library"]
+    assert lib["sections"] == [
+        {"section": ".text", "bytes": 0x100},
+        {"section": ".eh_frame", "bytes": 0x40},
+        {"section": ".dynsym", "bytes": 0x20},
+        {"section": "(ELF headers, alignment padding)", "bytes": 500 - 0x160},
+    ]
     assert (lib["bytes"], lib["stripped_bytes"], lib["symbol_bytes"], lib["other_bytes"]) == (2000, 500, 320, 180)
     assert lib["by_component"] == [
         {"component": "ort:providers", "bytes": 256},
@@ -108,3 +127,48 @@ def test_a_static_only_build_says_its_library_is_not_shipped(make_env: MakeEnv) 
     ctx = dataclasses.replace(env.ctx, plan=static)
     out = size.run(ctx, env.state)
     assert out.report["artifacts"][0]["name"] == "libonnxruntime.so.1.21.0 (linked for the report; not shipped)"
+
+
+def test_a_recipe_compares_its_sections_with_the_build_it_names(make_env: MakeEnv) -> None:
+    """slim-c-linux-aarch64 names slim-linux-aarch64 ([size] compare_with): every byte it saves is
+    found in a section of the table, and the saved column adds up to the whole difference."""
+    env = ready(make_env("slim-c-linux-aarch64"), strip=True)
+    assert env.plan.recipe.size.compare_with == "slim-linux-aarch64"
+    baseline = env.layout.dist.parent / "slim-linux-aarch64" / "manifest.json"
+    baseline.parent.mkdir(parents=True)
+    with_exceptions = {
+        "recipe": "slim-linux-aarch64",
+        "target": "aarch64-unknown-linux-gnu",
+        "shared_library": {
+            "stripped_bytes": 1000,
+            "other_bytes": 300,
+            "by_component": [],
+            "sections": [
+                {"section": ".text", "bytes": 0x180},
+                {"section": ".eh_frame", "bytes": 0x100},
+                {"section": ".gcc_except_table", "bytes": 0x30},
+                {"section": ".dynsym", "bytes": 0x20},
+                {"section": "(ELF headers, alignment padding)", "bytes": 1000 - 0x2D0},
+            ],
+        },
+    }
+    baseline.write_text(json.dumps({"ort_version": "1.21.0", "size": with_exceptions}))
+    out = size.run(env.ctx, env.state)
+    assert "aarch64-linux-gnu-readelf -SW lib.stripped > lib.sections" in env.only("/bin/sh -ec").argv[2]
+    assert out.report["baseline"] == {"recipe": "slim-linux-aarch64", "stripped_bytes": 1000}
+    table = (env.layout.out.host / "slim-c-linux-aarch64.size.md").read_text()
+    assert "| section | bytes | slim-linux-aarch64 | saved |" in table
+    assert "| .eh_frame | 64 | 256 | 192 |" in table
+    assert "| .gcc_except_table | 0 | 48 | 48 |" in table  # gone entirely: still has its row
+    assert "| .dynsym | 32 | 32 | 0 |" in table
+    assert "| **total** | 500 | 1,000 | 500 |" in table
+    rows = [line for line in table.splitlines() if line.startswith("| .")]
+    assert rows[0].startswith("| .eh_frame |")  # the largest saving first
+
+
+def test_a_missing_comparison_build_leaves_the_report_without_one(make_env: MakeEnv) -> None:
+    env = ready(make_env("slim-c-linux-aarch64"), strip=True)
+    out = size.run(env.ctx, env.state)
+    assert "baseline" not in out.report
+    table = (env.layout.out.host / "slim-c-linux-aarch64.size.md").read_text()
+    assert "| .text | 256 | - | - |" in table

@@ -15,19 +15,24 @@ from ..context import BuildContext
 from ..linkgraph import link_graph
 from ..state import BuildState, Size
 
-# The full CPU build slim builds are compared with in their size report.
+# The full CPU build slim builds are compared with in their size report, unless the recipe names
+# another ([size] compare_with).
 BASELINE_RECIPE = "cpu-linux"
 PYBIND = "onnxruntime/capi/onnxruntime_pybind11_state.so"
 
 
 def size_baseline(ctx: BuildContext) -> dict[str, Any] | None:
-    """The full CPU build of the same version and target (dist/<recipe>/manifest.json), if built;
-    reduced and minimal builds are compared with it."""
+    """The build the recipe names in [size] compare_with, or else the full CPU build, of the same
+    version and target (dist/<recipe>/manifest.json), if built; reduced and minimal builds are
+    compared with it."""
     plan = ctx.plan
-    if not (plan.reduced or plan.minimal) or plan.recipe.name == BASELINE_RECIPE:
+    wanted = plan.recipe.size.compare_with or BASELINE_RECIPE
+    if not (plan.reduced or plan.minimal) or plan.recipe.name == wanted:
         return None
-    candidate = ctx.layout.dist.parent / BASELINE_RECIPE / "manifest.json"
+    candidate = ctx.layout.dist.parent / wanted / "manifest.json"
     if not candidate.is_file():
+        if plan.recipe.size.compare_with:
+            log.info(f"size: {wanted} is not built in {candidate.parent.parent}; the report has no comparison")
         return None
     data = json.loads(candidate.read_text(encoding="utf-8"))
     found = data.get("size")
@@ -60,6 +65,7 @@ def measure_script(ctx: BuildContext, state: BuildState, archives: list[str]) ->
         *([f"cd {build.inside}", relink] if relink else []),
         f"cd {work.inside}",
         f"{strip} --strip-all -o lib.stripped {build.inside}/{library}",
+        f"{ctx.tool('readelf')} -SW lib.stripped > lib.sections",
         f"{nm} -S --defined-only {symbolic} > lib.nm",
         f"{nm} -S --defined-only -C {symbolic} > lib.demangled.nm",
     ]
@@ -101,6 +107,9 @@ def run(ctx: BuildContext, state: BuildState) -> Size:
             "name": library,
             "bytes": (built / library).stat().st_size,
             **size.breakdown(symbols, owners, demangled, (work / "lib.stripped").stat().st_size),
+            "sections": size.parse_sections(
+                (work / "lib.sections").read_text(encoding="utf-8"), (work / "lib.stripped").stat().st_size
+            ),
         },
     }
     shipped = library if plan.builds_shared_library else f"{library} (linked for the report; not shipped)"
