@@ -31,6 +31,32 @@ def test_markdown_puts_each_figure_beside_its_reference_with_the_ratio() -> None
     assert "| smoke suite wall time (vs PyPI wheel) | 20.0 s | 16.0 s | 1.25x |" in table
 
 
+def test_markdown_shows_the_slim_goal_beside_its_reference() -> None:
+    slim = {
+        "slim-c-linux-aarch64": {
+            "stripped_bytes": 700_000,
+            "sections": [],
+            "c_smoke": {"model": "cnn.ort", "max_abs_err": 1e-7},
+        },
+        "slim-linux-aarch64": {
+            "stripped_bytes": 1_300_000,
+            "sections": [],
+            "c_smoke": {"model": "cnn.ort", "max_abs_err": 0},
+        },
+    }
+    table = markdown({"slim": slim})
+    assert (
+        "| slim-c-linux-aarch64 libonnxruntime.so stripped (goal < 797,696 B, half of upstream's empty-operator "
+        "arm64 build; C smoke max error 1e-07) | 700,000 | 797,696 | 0.88x |"
+    ) in table
+    assert (
+        "| the same cut with exceptions and RTTI (slim-linux-aarch64; vs upstream's empty build) | 1,300,000 | "
+        in table
+    )
+    assert "no slim recipe" not in table
+    assert "slim-c-linux-aarch64" not in markdown({})  # not measured, not shown
+
+
 def test_max_output_diff_compares_every_output(tmp_path: Path) -> None:
     a, b = tmp_path / "a.npz", tmp_path / "b.npz"
     np.savez(a, y=np.array([1.0, 2.0], np.float32), z=np.array([3], np.int64))
