@@ -213,12 +213,22 @@ def feature_defines(recipe: Recipe) -> dict[str, str]:
 NO_UNWIND_TABLES = "-fno-unwind-tables -fno-asynchronous-unwind-tables"
 
 
+PACKED_RELOCATIONS = "-Wl,-z,pack-relative-relocs"
+# glibc learned DT_RELR in 2.36; a library linked with it refuses to load on an older one.
+PACKED_RELOCATIONS_GLIBC = (2, 36)
+LINKER_FLAGS = ("CMAKE_SHARED_LINKER_FLAGS", "CMAKE_MODULE_LINKER_FLAGS", "CMAKE_EXE_LINKER_FLAGS")
+
+
 def feature_flags(recipe: Recipe) -> dict[str, str]:
-    """Compiler flags no ORT option sets: with exceptions off ORT drops the unwind tables from its
-    C++ only, so the C code (MLAS kernels, dependencies) would keep its .eh_frame."""
-    if recipe.features.unwind_tables:
-        return {}
-    return {"CMAKE_C_FLAGS": NO_UNWIND_TABLES, "CMAKE_CXX_FLAGS": NO_UNWIND_TABLES}
+    """Compiler and linker flags no ORT option sets: with exceptions off ORT drops the unwind
+    tables from its C++ only, so the C code (MLAS kernels, dependencies) would keep its .eh_frame;
+    packed relocations and the RELRO page size are the linker's."""
+    features, flags = recipe.features, {}
+    if not features.unwind_tables:
+        flags = {"CMAKE_C_FLAGS": NO_UNWIND_TABLES, "CMAKE_CXX_FLAGS": NO_UNWIND_TABLES}
+    link = [PACKED_RELOCATIONS] if features.packed_relocations else []
+    link += [f"-Wl,-z,common-page-size={features.common_page_size}"] if features.common_page_size else []
+    return {**flags, **dict.fromkeys(LINKER_FLAGS, " ".join(link))} if link else flags
 
 
 def cuda_defines(recipe: Recipe) -> dict[str, str]:
@@ -404,6 +414,15 @@ def make_plan(
             where=f"recipe {recipe.name} key 'execution_providers'",
             fix=f"{toolchain.name} provides: {', '.join(toolchain.available_eps)}; "
             "or pick a toolchain that provides the EP",
+        )
+    cross_target = toolchain.cross_targets.get(recipe.target)
+    glibc = (cross_target.glibc if cross_target and cross_target.glibc else toolchain.glibc) or ""
+    if recipe.features.packed_relocations and glibc and tuple(map(int, glibc.split("."))) < PACKED_RELOCATIONS_GLIBC:
+        raise RecipeError(
+            f"packed_relocations needs glibc 2.36 or newer at run time; toolchain {toolchain.name!r} builds for "
+            f"glibc {glibc} and newer",
+            where=f"recipe {recipe.name} [features] key 'packed_relocations'",
+            fix="set packed_relocations = false, or use a toolchain whose glibc is 2.36 or newer",
         )
     python = recipe.wheel.python if recipe.wheel.enabled else ()
     unsupported = [v for v in python if v not in toolchain.python_versions]

@@ -148,10 +148,13 @@ def section_rows(lib: Mapping[str, Any], base_lib: Mapping[str, Any] | None) -> 
     ours = {r["section"]: r["bytes"] for r in lib.get("sections", [])}
     theirs = {r["section"]: r["bytes"] for r in (base_lib or {}).get("sections", [])}
     names = list(ours) + [n for n in theirs if n not in ours]
-    names.sort(key=lambda n: (n == HEADERS_AND_PADDING, -(theirs.get(n, 0) - ours.get(n, 0)), n))
+    # Largest saving first; with nothing to compare with, largest section first.
+    names.sort(
+        key=lambda n: (n == HEADERS_AND_PADDING, -(theirs.get(n, 0) - ours.get(n, 0)) if theirs else -ours[n], n)
+    )
     rows = []
     for name in names:
-        mine, base = ours.get(name, 0), theirs.get(name)
+        mine, base = ours.get(name, 0), (theirs.get(name, 0) if theirs else None)
         saved = f"{base - mine:,}" if base is not None else "-"
         rows.append(f"| {name} | {mine:,} | {f'{base:,}' if base is not None else '-'} | {saved} |")
     if theirs:

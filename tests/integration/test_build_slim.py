@@ -182,6 +182,73 @@ def test_aarch64_slim_library_is_under_the_upstream_empty_baseline(
     assert member.size == library.stat().st_size < 1_595_392
 
 
+def shipped_library(out: Path, manifest: dict[str, Any], tmp_path: Path) -> Path:
+    with tarfile.open(artifact(out, manifest, "c-library")) as tar:
+        (member,) = [m for m in tar.getmembers() if m.isfile() and m.name.endswith("/lib/libonnxruntime.so.1.21.0")]
+        sources.extract_all(tar, tmp_path, "c-library", members=[member])
+    return tmp_path / member.name
+
+
+@pytest.mark.parametrize(
+    "slim", [pytest.param("slim-c-linux-aarch64", marks=pytest.mark.recipe_tree("slim-c-linux-aarch64"))], indirect=True
+)
+def test_the_c_only_arm64_library_carries_no_exception_machinery(
+    slim: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """No unwind tables, no exception tables, no C++ personality; relative relocations packed; and
+    smaller than ORT 1.21.0's own cap for an Android arm64 build with no operators at all."""
+    out, manifest = slim
+    library = shipped_library(out, manifest, tmp_path)
+    sections = {row["section"]: row["bytes"] for row in manifest["size"]["shared_library"]["sections"]}
+    assert ".gcc_except_table" not in sections
+    assert sections.get(".eh_frame", 0) < 1024, sections  # what is left comes from the C runtime's objects
+    dynamic = subprocess.run(["readelf", "-dW", str(library)], text=True, capture_output=True, check=True).stdout
+    assert "(RELR)" in dynamic  # DT_RELR: glibc 2.36+ loads it, and the C smoke program ran it under qemu
+    symbols = subprocess.run(["readelf", "--dyn-syms", "-W", str(library)], text=True, capture_output=True).stdout
+    assert "__gxx_personality_v0" not in symbols and "__cxa_throw" not in symbols
+    size = library.stat().st_size
+    assert size == manifest["size"]["shared_library"]["stripped_bytes"] < 1_306_224
+
+
+@pytest.mark.parametrize(
+    "slim", [pytest.param("slim-c-linux-aarch64", marks=pytest.mark.recipe_tree("slim-c-linux-aarch64"))], indirect=True
+)
+def test_a_c_program_runs_the_model_on_the_shipped_shared_library(
+    slim: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The build's C smoke program links the static archive; the size goal is the shared library's,
+    so it must load (DT_RELR: the target's glibc 2.41 under qemu) and run the model too."""
+    out, manifest = slim
+    spec = load_toolchain(PROJECT, "debian-trixie")
+    toolchain = make_toolchain(spec)
+    cache = Cache.default()
+    log = (tmp_path / "log.txt").open("w")
+    root = toolchain.ensure_build_root(cache, log)
+    work = tmp_path / "work"
+    with tarfile.open(artifact(out, manifest, "c-library")) as tar:
+        sources.extract_all(tar, work, "c-library")
+    (top,) = work.iterdir()
+    top.rename(work / "ort")
+    shutil.copyfile(PROJECT / "src" / "ortdist" / "data" / "c_smoke" / "ort_smoke.c", work / "prog.c")
+    shutil.copyfile(artifact(out, manifest, "ort-model"), work / "cnn.ort")
+    ref = BUILDERS["cnn"]()
+    (work / "in_0.bin").write_bytes(next(iter(ref.inputs.values())).astype(np.float32).tobytes())
+    target_root = toolchain.ensure_target_root(cache, root, manifest["target"], log)
+    binds = [Bind(work, Path("/t")), Bind(target_root, Path("/ortdist/target"), read_only=True)]
+    emulator = spec.cross_targets[manifest["target"]].emulator
+    script = (
+        "cd /t && aarch64-linux-gnu-gcc --sysroot=/ortdist/target -o prog prog.c -I ort/include -L ort/lib "
+        f"-lonnxruntime && {emulator} -L /ortdist/target -E LD_LIBRARY_PATH=/t/ort/lib /t/prog /t/cnn.ort /t"
+    )
+    proc = subprocess.run(
+        toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds), capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "onnxruntime 1.21.0" in proc.stdout
+    got = np.frombuffer((work / "out_0.bin").read_bytes(), dtype=np.float32)
+    assert np.max(np.abs(got - next(iter(ref.expected.values())).ravel())) <= tolerances()["cnn"].atol
+
+
 @pytest.mark.parametrize(
     "slim",
     [pytest.param(r, marks=pytest.mark.recipe_tree(r)) for r in ("slim-linux", "slim-linux-aarch64")],

@@ -107,6 +107,8 @@ def test_slim_linux_plan(project: Path) -> None:
         ('[features]\nminimal_build = "plain"\n', "runs ORT-format models only"),
         ('[reduce]\nconfig = "x.config"\n', "reduced wheel is checked"),
         ("[features]\nunwind_tables = false\n", "unwind_tables = false needs exceptions = false"),
+        ("[features]\ncommon_page_size = 5000\n", "5000 is not a page size"),
+        ("[features]\ncommon_page_size = 1024\n", "1024 is not a page size"),
         ('[size]\ncompare_with = "r"\n', "not another recipe"),
     ],
 )
@@ -381,8 +383,11 @@ def test_without_unwind_tables_c_and_cxx_are_compiled_without_them(project: Path
     assert plan.cmake_defines["CMAKE_C_FLAGS"] == plan.cmake_defines["CMAKE_CXX_FLAGS"] == NO_UNWIND_TABLES
     assert plan.define_sources["CMAKE_C_FLAGS"] == "recipe [features]"
     # Appended to a toolchain's own flags, never in their place.
+    unpacked = dataclasses.replace(recipe.features, packed_relocations=False)  # DT_RELR needs glibc 2.36
     portable = make_plan(
-        dataclasses.replace(recipe, target="x86_64-unknown-linux-gnu", toolchain="portable-glibc2.17"),
+        dataclasses.replace(
+            recipe, target="x86_64-unknown-linux-gnu", toolchain="portable-glibc2.17", features=unpacked
+        ),
         load_toolchain(project, "portable-glibc2.17"),
         (),
     )
@@ -398,3 +403,29 @@ def test_the_size_comparison_names_a_recipe_beside_it(write_recipe: Callable[...
         load_recipe(write_recipe('[size]\ncompare_with = "slim-linux-aarch"\n'))
     assert info.value.where.endswith("r.toml [size] key 'compare_with'")
     assert load_recipe(write_recipe('[size]\ncompare_with = "slim-linux-aarch64"\n')).size.compare_with
+
+
+def test_link_size_features_reach_every_linker_flag_and_need_their_glibc(project: Path) -> None:
+    from ortdist.plan import LINKER_FLAGS, PACKED_RELOCATIONS, make_plan
+    from ortdist.recipe import load_recipe
+    from ortdist.toolchains import load_toolchain
+
+    recipe = load_recipe(project / "recipes" / "slim-c-linux-aarch64.toml")
+    features = dataclasses.replace(recipe.features, packed_relocations=True, common_page_size=4096)
+    packed = dataclasses.replace(recipe, features=features)
+    plan = make_plan(packed, load_toolchain(project, "debian-trixie"), ())
+    for key in LINKER_FLAGS:
+        assert plan.cmake_defines[key] == f"{PACKED_RELOCATIONS} -Wl,-z,common-page-size=4096"
+    # DT_RELR loads only on glibc 2.36+: a toolchain that promises 2.17 cannot use it.
+    portable = dataclasses.replace(packed, target="x86_64-unknown-linux-gnu", toolchain="portable-glibc2.17")
+    with pytest.raises(RecipeError, match=r"needs glibc 2\.36 or newer at run time.*glibc 2\.17") as info:
+        make_plan(portable, load_toolchain(project, "portable-glibc2.17"), ())
+    assert "packed_relocations" in (info.value.where or "")
+    plain = make_plan(
+        dataclasses.replace(
+            recipe, features=dataclasses.replace(features, packed_relocations=False, common_page_size=0)
+        ),
+        load_toolchain(project, "debian-trixie"),
+        (),
+    )
+    assert not any(key in plain.cmake_defines for key in LINKER_FLAGS)

@@ -249,6 +249,13 @@ def validate_reduction(recipe: Recipe, where: str) -> None:
             where=f"{where} [features] key 'exceptions'",
             fix='set minimal_build = "plain" or "extended", or keep exceptions',
         )
+    size = features.common_page_size
+    if size and not (4096 <= size <= 65536 and size & (size - 1) == 0):
+        raise RecipeError(
+            f"common_page_size = {size} is not a page size",
+            where=f"{where} [features] key 'common_page_size'",
+            fix="use 4096, 16384 or 65536 (a power of two from 4 KiB to 64 KiB), or 0 for the linker's default",
+        )
     if not features.unwind_tables and features.exceptions:
         raise RecipeError(
             "unwind_tables = false needs exceptions = false (a C++ exception unwinds through those tables)",

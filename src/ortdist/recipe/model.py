@@ -121,6 +121,21 @@ class FeatureSettings:
             "its C++ alone when exceptions are off; false drops them from the C code (MLAS, dependencies) too."
         ),
     )
+    packed_relocations: bool = field(
+        default=False,
+        metadata=_help(
+            "Link with -z pack-relative-relocs (DT_RELR): the relative relocations of vtables and pointer tables "
+            "take a few bytes each instead of 24. The library then needs glibc 2.36 or newer at run time."
+        ),
+    )
+    common_page_size: int = field(
+        default=0,
+        metadata=_help(
+            "Bytes the linker aligns the end of RELRO to (-z common-page-size); 0: the linker's default. arm64 "
+            "binutils pads to 64 KiB; 4096 keeps RELRO whole on 4 KiB-page kernels and the library still loads "
+            "on 16 and 64 KiB ones (the segments keep their 64 KiB alignment)."
+        ),
+    )
     lto: bool = field(default=False, metadata=_help("Link-time optimization (smaller, slower to link)."))
     cpuinfo: bool = field(
         default=True,

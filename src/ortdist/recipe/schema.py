@@ -25,6 +25,8 @@ def _type_schema(hint: Any) -> dict[str, Any]:
         return {"type": "boolean"}
     if hint is str:
         return {"type": "string"}
+    if hint is int:
+        return {"type": "integer"}
     raise TypeError(f"no schema for {hint!r}")
 
 

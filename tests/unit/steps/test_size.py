@@ -172,3 +172,5 @@ def test_a_missing_comparison_build_leaves_the_report_without_one(make_env: Make
     assert "baseline" not in out.report
     table = (env.layout.out.host / "slim-c-linux-aarch64.size.md").read_text()
     assert "| .text | 256 | - | - |" in table
+    rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| .")]
+    assert rows == ["| .text", "| .eh_frame", "| .dynsym"]  # largest first when nothing is compared
