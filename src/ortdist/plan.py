@@ -211,8 +211,6 @@ def feature_defines(recipe: Recipe) -> dict[str, str]:
 
 # What [features] add to the compile and link flags; appended to the toolchain's own.
 NO_UNWIND_TABLES = "-fno-unwind-tables -fno-asynchronous-unwind-tables"
-
-
 PACKED_RELOCATIONS = "-Wl,-z,pack-relative-relocs"
 # glibc learned DT_RELR in 2.36; a library linked with it refuses to load on an older one.
 PACKED_RELOCATIONS_GLIBC = (2, 36)

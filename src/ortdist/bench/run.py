@@ -95,20 +95,26 @@ class Bench:
         (default: the usual one). ``self.last_steps`` keeps that build's per-step times
         (configure + compile compare with build.py, which neither packages, repairs nor checks)."""
         env = {**os.environ, **({"ORTDIST_COMPILER_CACHE_DIR": str(cold_cache)} if cold_cache else {})}
-        dist = self.work / "ours-dist"
-        start = time.monotonic()
-        argv = [sys.executable, "-m", "ortdist", "build", self.recipe, "--dist", str(dist), "-j", str(self.jobs)]
-        proc = run.capture([*argv, *extra], cwd=self.project, env=env, check=False)
-        seconds = time.monotonic() - start
-        with (self.out / "ours-build.log").open("a", encoding="utf-8") as log:
-            log.write(proc.stderr)
-        if proc.returncode != 0:
-            raise BuildError(f"ortdist build failed in the benchmark: {proc.stderr[-1500:]}", where=self.recipe)
-        manifest = json.loads((dist / self.recipe / "manifest.json").read_text(encoding="utf-8"))
+        seconds, manifest = self.build_recipe(self.recipe, self.work / "ours-dist", "ours-build.log", *extra, env=env)
         self.last_steps = dict(manifest["build_times_s"])
         self.last_reused = dict(manifest.get("reused_steps", {}))
         self.last_python_versions = dict(manifest.get("python_versions", {}))
         return seconds
+
+    def build_recipe(
+        self, recipe: str, dist: Path, log_name: str, *extra: str, env: dict[str, str] | None = None
+    ) -> tuple[float, dict[str, Any]]:
+        """`ortdist build RECIPE --dist DIST` as a user runs it: its wall seconds and manifest; its
+        output is appended to dist/bench/LOG_NAME."""
+        start = time.monotonic()
+        argv = [sys.executable, "-m", "ortdist", "build", recipe, "--dist", str(dist), "-j", str(self.jobs)]
+        proc = run.capture([*argv, *extra], cwd=self.project, env=env, check=False)
+        seconds = time.monotonic() - start
+        with (self.out / log_name).open("a", encoding="utf-8") as log_file:
+            log_file.write(proc.stderr)
+        if proc.returncode != 0:
+            raise BuildError(f"ortdist build {recipe} failed in the benchmark: {proc.stderr[-1500:]}", where=recipe)
+        return seconds, json.loads((dist / recipe / "manifest.json").read_text(encoding="utf-8"))
 
     def buildpy(self, phase: str, cold_cache: Path) -> float:
         """Wall seconds of ORT's build.py inside the same sysroot, on the same patched source."""
@@ -388,15 +394,9 @@ class Bench:
     def measure_slim(self) -> dict[str, Any]:
         """The stripped arm64 library of both slim cuts as built (warm trees rebuild nothing), and
         the C smoke program's result under qemu: the size goal counts only for a library that runs."""
-        dist, figures = self.work / "slim-dist", {}
+        figures = {}
         for recipe in (SLIM_COMPARED_WITH, SLIM_RECIPE):
-            argv = [sys.executable, "-m", "ortdist", "build", recipe, "--dist", str(dist), "-j", str(self.jobs)]
-            proc = run.capture(argv, cwd=self.project, check=False)
-            with (self.out / "slim-build.log").open("a", encoding="utf-8") as log_file:
-                log_file.write(proc.stderr)
-            if proc.returncode != 0:
-                raise BuildError(f"ortdist build {recipe} failed in the benchmark: {proc.stderr[-1500:]}", where=recipe)
-            manifest = json.loads((dist / recipe / "manifest.json").read_text(encoding="utf-8"))
+            _, manifest = self.build_recipe(recipe, self.work / "slim-dist", "slim-build.log")
             library = manifest["size"]["shared_library"]
             (case,) = manifest["c_smoke"]["models"]
             figures[recipe] = {
