@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__, children, pipeline, registry, sources
+from .bench import PARTS
 from .compiler_cache import CACHES
 from .errors import ModelError, OrtdistError, PatchError, PublishError
 from .fsutil import atomic_write_text, check_output_dir, check_output_file
@@ -496,7 +497,7 @@ def parser() -> argparse.ArgumentParser:
         "--only",
         action="append",
         default=[],
-        choices=["build", "rebuild", "size", "inference", "models", "smoke"],
+        choices=PARTS,
         help="re-measure a part",
     )
     be.set_defaults(func=cmd_bench)

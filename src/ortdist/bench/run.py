@@ -36,9 +36,9 @@ from ..pipeline import Layout, Roots
 from ..project import plan_for
 from ..toolchains import Bind, Toolchain, make_toolchain
 from ..toolchains.debian_sysroot import pip_download_argv
+from . import PARTS
 from .buildpy import buildpy_argv
 
-PARTS = ("build", "rebuild", "size", "inference", "models", "smoke", "slim")
 # The slim part: the C-only arm64 cut, the same cut with exceptions (the wheel's) it is compared
 # with, and the goal: half of the cap ORT's CI sets for an Android arm64 minimal build with no
 # operators at all, as issue 19 quotes it (1.21.0's own binary-size-checks-pipeline.yml sets
