@@ -94,6 +94,21 @@ def test_builds_c_smoke_ran_the_model(slim: tuple[Path, dict[str, Any]]) -> None
     assert case["model"] == "cnn.ort" and case["max_abs_err"] <= tolerances()["cnn"].atol
 
 
+def c_program_case(out: Path, manifest: dict[str, Any], kind: str, work: Path) -> np.ndarray:
+    """``work``: the artifact ``kind`` unpacked as ort/, the C smoke program as prog.c, the ORT-format
+    model and its input; returns the reference output the program's out_0.bin must match."""
+    with tarfile.open(artifact(out, manifest, kind)) as tar:
+        sources.extract_all(tar, work, kind)
+    (top,) = work.iterdir()
+    top.rename(work / "ort")
+    shutil.copyfile(PROJECT / "src" / "ortdist" / "data" / "c_smoke" / "ort_smoke.c", work / "prog.c")
+    shutil.copyfile(artifact(out, manifest, "ort-model"), work / "cnn.ort")
+    ref = BUILDERS["cnn"]()
+    (work / "in_0.bin").write_bytes(next(iter(ref.inputs.values())).astype(np.float32).tobytes())
+    expected: np.ndarray = next(iter(ref.expected.values())).ravel()
+    return expected
+
+
 def test_a_c_program_of_ours_links_the_archive_alone(slim: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     """Independently of the build: extract the archive, compile a C program against it in the
     build root, check what it links, run it (clean root, or qemu for arm64), compare outputs."""
@@ -107,14 +122,7 @@ def test_a_c_program_of_ours_links_the_archive_alone(slim: tuple[Path, dict[str,
     cross = spec.is_cross(triple)
     prefix = spec.tool_prefix(triple)
     work = tmp_path / "work"
-    with tarfile.open(artifact(out, manifest, "static-library")) as tar:
-        sources.extract_all(tar, work, "static-library")
-    (top,) = work.iterdir()
-    top.rename(work / "ort")
-    shutil.copyfile(PROJECT / "src" / "ortdist" / "data" / "c_smoke" / "ort_smoke.c", work / "prog.c")
-    shutil.copyfile(artifact(out, manifest, "ort-model"), work / "cnn.ort")
-    ref = BUILDERS["cnn"]()
-    (work / "in_0.bin").write_bytes(next(iter(ref.inputs.values())).astype(np.float32).tobytes())
+    want = c_program_case(out, manifest, "static-library", work)
     binds = [Bind(work, Path("/t"))]
     sysroot = ""
     if cross:
@@ -144,7 +152,6 @@ def test_a_c_program_of_ours_links_the_archive_alone(slim: tuple[Path, dict[str,
     assert proc.returncode == 0, proc.stderr
     assert "onnxruntime 1.21.0" in proc.stdout
     got = np.frombuffer((work / "out_0.bin").read_bytes(), dtype=np.float32)
-    want = next(iter(ref.expected.values())).ravel()
     assert np.max(np.abs(got - want)) <= tolerances()["cnn"].atol
 
 
@@ -225,14 +232,7 @@ def test_a_c_program_runs_the_model_on_the_shipped_shared_library(
     log = (tmp_path / "log.txt").open("w")
     root = toolchain.ensure_build_root(cache, log)
     work = tmp_path / "work"
-    with tarfile.open(artifact(out, manifest, "c-library")) as tar:
-        sources.extract_all(tar, work, "c-library")
-    (top,) = work.iterdir()
-    top.rename(work / "ort")
-    shutil.copyfile(PROJECT / "src" / "ortdist" / "data" / "c_smoke" / "ort_smoke.c", work / "prog.c")
-    shutil.copyfile(artifact(out, manifest, "ort-model"), work / "cnn.ort")
-    ref = BUILDERS["cnn"]()
-    (work / "in_0.bin").write_bytes(next(iter(ref.inputs.values())).astype(np.float32).tobytes())
+    want = c_program_case(out, manifest, "c-library", work)
     target_root = toolchain.ensure_target_root(cache, root, manifest["target"], log)
     binds = [Bind(work, Path("/t")), Bind(target_root, Path("/ortdist/target"), read_only=True)]
     emulator = spec.cross_targets[manifest["target"]].emulator
@@ -246,7 +246,7 @@ def test_a_c_program_runs_the_model_on_the_shipped_shared_library(
     assert proc.returncode == 0, proc.stderr
     assert "onnxruntime 1.21.0" in proc.stdout
     got = np.frombuffer((work / "out_0.bin").read_bytes(), dtype=np.float32)
-    assert np.max(np.abs(got - next(iter(ref.expected.values())).ravel())) <= tolerances()["cnn"].atol
+    assert np.max(np.abs(got - want)) <= tolerances()["cnn"].atol
 
 
 @pytest.mark.parametrize(
