@@ -206,6 +206,10 @@ def feature_defines(recipe: Recipe) -> dict[str, str]:
         "onnxruntime_DISABLE_RTTI": on_off[not features.rtti],
         "onnxruntime_ENABLE_LTO": on_off[features.lto],
         "onnxruntime_ENABLE_CPUINFO": on_off[features.cpuinfo],
+        "onnxruntime_DISABLE_FLOAT8_TYPES": on_off["float8" in features.disabled_types],
+        "onnxruntime_DISABLE_OPTIONAL_TYPE": on_off["optional" in features.disabled_types],
+        "onnxruntime_DISABLE_SPARSE_TENSORS": on_off["sparsetensor" in features.disabled_types],
+        "onnxruntime_DISABLE_ABSEIL": on_off[not features.abseil_containers],
     }
 
 
@@ -215,6 +219,8 @@ PACKED_RELOCATIONS = "-Wl,-z,pack-relative-relocs"
 # glibc learned DT_RELR in 2.36; a library linked with it refuses to load on an older one.
 PACKED_RELOCATIONS_GLIBC = (2, 36)
 LINKER_FLAGS = ("CMAKE_SHARED_LINKER_FLAGS", "CMAKE_MODULE_LINKER_FLAGS", "CMAKE_EXE_LINKER_FLAGS")
+# MinSizeRel's flags with -Oz for -Os; with LTO they are also the link's, where the code is made.
+SMALLEST_CODE = "-Oz -DNDEBUG"
 
 
 def feature_flags(recipe: Recipe) -> dict[str, str]:
@@ -224,6 +230,8 @@ def feature_flags(recipe: Recipe) -> dict[str, str]:
     features, flags = recipe.features, {}
     if not features.unwind_tables:
         flags = {"CMAKE_C_FLAGS": NO_UNWIND_TABLES, "CMAKE_CXX_FLAGS": NO_UNWIND_TABLES}
+    if features.smallest_code:
+        flags |= {"CMAKE_C_FLAGS_MINSIZEREL": SMALLEST_CODE, "CMAKE_CXX_FLAGS_MINSIZEREL": SMALLEST_CODE}
     link = [PACKED_RELOCATIONS] if features.packed_relocations else []
     link += [f"-Wl,-z,common-page-size={features.common_page_size}"] if features.common_page_size else []
     return {**flags, **dict.fromkeys(LINKER_FLAGS, " ".join(link))} if link else flags

@@ -256,6 +256,18 @@ def validate_reduction(recipe: Recipe, where: str) -> None:
             where=f"{where} [features] key 'common_page_size'",
             fix="use 4096, 16384 or 65536 (a power of two from 4 KiB to 64 KiB), or 0 for the linker's default",
         )
+    if features.smallest_code and recipe.build_type != "MinSizeRel":
+        raise RecipeError(
+            f"smallest_code = true replaces MinSizeRel's -Os, but build_type is {recipe.build_type!r}",
+            where=f"{where} [features] key 'smallest_code'",
+            fix='set build_type = "MinSizeRel", or drop smallest_code',
+        )
+    if len(set(features.disabled_types)) != len(features.disabled_types):
+        raise RecipeError(
+            f"disabled_types lists a type twice: {list(features.disabled_types)}",
+            where=f"{where} [features] key 'disabled_types'",
+            fix="name each type once",
+        )
     if not features.unwind_tables and features.exceptions:
         raise RecipeError(
             "unwind_tables = false needs exceptions = false (a C++ exception unwinds through those tables)",

@@ -17,6 +17,7 @@ BuildType = Literal["Release", "RelWithDebInfo", "MinSizeRel", "Debug"]
 SourceKind = Literal["debian", "git", "path"]
 MinimalBuild = Literal["off", "plain", "extended"]
 OptimizationLevel = Literal["disabled", "basic", "extended", "all"]
+DisabledType = Literal["float8", "optional", "sparsetensor"]
 
 
 def _help(text: str) -> dict[str, str]:
@@ -134,6 +135,28 @@ class FeatureSettings:
             "Bytes the linker aligns the end of RELRO to (-z common-page-size); 0: the linker's default. arm64 "
             "binutils pads to 64 KiB; 4096 keeps RELRO whole on 4 KiB-page kernels and the library still loads "
             "on 16 and 64 KiB ones (the segments keep their 64 KiB alignment)."
+        ),
+    )
+    disabled_types: tuple[DisabledType, ...] = field(
+        default=(),
+        metadata=_help(
+            "Value types left out of the runtime, as build.py's --disable_types: 'float8' (the four float8 "
+            "element types), 'optional' (optional values), 'sparsetensor' (sparse tensors). A model using one "
+            "then fails to load."
+        ),
+    )
+    abseil_containers: bool = field(
+        default=True,
+        metadata=_help(
+            "Abseil's inlined vectors and flat hash maps in ORT's own code; false: the standard library's "
+            "(ORT still links abseil). Smaller code, somewhat more allocation."
+        ),
+    )
+    smallest_code: bool = field(
+        default=False,
+        metadata=_help(
+            "Compile and link-time-optimize at -Oz instead of MinSizeRel's -Os: smaller and slower code. Needs "
+            "build_type = \"MinSizeRel\" and GCC 12 or newer (debian-trixie's GCC 14)."
         ),
     )
     lto: bool = field(default=False, metadata=_help("Link-time optimization (smaller, slower to link)."))
