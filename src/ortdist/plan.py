@@ -209,7 +209,6 @@ def feature_defines(recipe: Recipe) -> dict[str, str]:
         "onnxruntime_DISABLE_FLOAT8_TYPES": on_off["float8" in features.disabled_types],
         "onnxruntime_DISABLE_OPTIONAL_TYPE": on_off["optional" in features.disabled_types],
         "onnxruntime_DISABLE_SPARSE_TENSORS": on_off["sparsetensor" in features.disabled_types],
-        "onnxruntime_DISABLE_ABSEIL": on_off[not features.abseil_containers],
     }
 
 

@@ -145,13 +145,6 @@ class FeatureSettings:
             "then fails to load."
         ),
     )
-    abseil_containers: bool = field(
-        default=True,
-        metadata=_help(
-            "Abseil's inlined vectors and flat hash maps in ORT's own code; false: the standard library's "
-            "(ORT still links abseil). Smaller code, somewhat more allocation."
-        ),
-    )
     smallest_code: bool = field(
         default=False,
         metadata=_help(
