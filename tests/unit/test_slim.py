@@ -110,6 +110,9 @@ def test_slim_linux_plan(project: Path) -> None:
         ("[features]\ncommon_page_size = 5000\n", "5000 is not a page size"),
         ("[features]\ncommon_page_size = 1024\n", "1024 is not a page size"),
         ('[size]\ncompare_with = "r"\n', "not another recipe"),
+        ('[features]\ndisabled_types = ["float16"]\n', "'float16' is not one of"),
+        ('[features]\ndisabled_types = ["float8", "float8"]\n', "lists a type twice"),
+        ('build_type = "Release"\n[features]\nsmallest_code = true\n', "replaces MinSizeRel's -Os"),
     ],
 )
 def test_bad_slim_recipes_are_refused(recipe_from: Callable[..., Recipe], body: str, message: str) -> None:
@@ -429,3 +432,24 @@ def test_link_size_features_reach_every_linker_flag_and_need_their_glibc(project
         (),
     )
     assert not any(key in plain.cmake_defines for key in LINKER_FLAGS)
+
+
+def test_left_out_types_and_smallest_code_reach_cmake(project: Path) -> None:
+    from ortdist.plan import SMALLEST_CODE, make_plan
+    from ortdist.recipe import load_recipe
+    from ortdist.toolchains import load_toolchain
+
+    trixie = load_toolchain(project, "debian-trixie")
+    recipe = load_recipe(project / "recipes" / "slim-c-linux-aarch64.toml")
+    plan = make_plan(recipe, trixie, ())
+    for define in ("FLOAT8_TYPES", "OPTIONAL_TYPE", "SPARSE_TENSORS"):
+        assert plan.cmake_defines[f"onnxruntime_DISABLE_{define}"] == "ON"
+    for language in ("C", "CXX"):
+        assert plan.cmake_defines[f"CMAKE_{language}_FLAGS_MINSIZEREL"] == SMALLEST_CODE
+    # Left alone, every type is kept, explicitly, and MinSizeRel keeps CMake's own -Os.
+    defaults = dataclasses.replace(recipe.features, disabled_types=("optional",), smallest_code=False)
+    plain = make_plan(dataclasses.replace(recipe, features=defaults), trixie, ())
+    assert plain.cmake_defines["onnxruntime_DISABLE_OPTIONAL_TYPE"] == "ON"
+    assert plain.cmake_defines["onnxruntime_DISABLE_FLOAT8_TYPES"] == "OFF"
+    assert plain.cmake_defines["onnxruntime_DISABLE_SPARSE_TENSORS"] == "OFF"
+    assert "CMAKE_CXX_FLAGS_MINSIZEREL" not in plain.cmake_defines

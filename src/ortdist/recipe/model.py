@@ -149,7 +149,7 @@ class FeatureSettings:
         default=False,
         metadata=_help(
             "Compile and link-time-optimize at -Oz instead of MinSizeRel's -Os: smaller and slower code. Needs "
-            "build_type = \"MinSizeRel\" and GCC 12 or newer (debian-trixie's GCC 14)."
+            'build_type = "MinSizeRel" and GCC 12 or newer (debian-trixie\'s GCC 14).'
         ),
     )
     lto: bool = field(default=False, metadata=_help("Link-time optimization (smaller, slower to link)."))
