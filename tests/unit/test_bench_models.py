@@ -85,10 +85,13 @@ def test_results_table_has_a_row_per_model_and_thread_count() -> None:
     models = {
         "resnet50": {
             **row,
-            "1": {"ours_ms": 60.0, "official_ms": 50.0, "ratio": 1.2},
+            "1": {"ours_ms": 60.0, "official_ms": 50.0, "ratio": 1.2, "round_ratios": [1.3, 0.9, 1.1]},
             "2": {"ours_ms": 30.0, "official_ms": 30.0, "ratio": 1.0},
         }
     }
     table = markdown({"models": {"threads": [1, 2], "models": models}})
     assert "| resnet50 median latency, 1 thread(s) (vs PyPI; goal <= 1.00) | 60.00 ms | 50.00 ms | 1.20x" in table
     assert "| resnet50 median latency, 2 thread(s) (vs PyPI; goal <= 1.00) | 30.00 ms | 30.00 ms | 1.00x" in table
+    # Each round's own ratio: how far the rounds spread, and in how many ours was the faster.
+    assert "1.20x (rounds 0.90-1.30, ours faster in 1 of 3; max output diff 0)" in table
+    assert "1.00x (max output diff 0)" in table
