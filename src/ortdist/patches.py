@@ -6,6 +6,7 @@ does not apply is reported with the patch, the file and the hunk, and the copy i
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 from collections.abc import Callable, Iterable
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import registry, run, treecheck
+from .config import did_you_mean
 from .errors import PatchError
 from .fsutil import remove_tree, sha256_file, temp_sibling_dir
 from .log import log
@@ -28,13 +30,26 @@ class Patch:
     # Applied only to builds with one of these EPs (``eps=cuda,tensorrt`` on its series line):
     # a patch to one EP's code does not change, and so does not rebuild, every other recipe.
     eps: tuple[str, ...] = ()
+    # Applied only to builds whose recipe sets one of these [features] keys away from its default
+    # (``features=fp16_and_nbit_kernels``): a patch that removes code for one cut keeps the others'
+    # trees.
+    features: tuple[str, ...] = ()
 
-    def applies_to(self, eps: Iterable[str]) -> bool:
-        return not self.eps or bool(set(self.eps) & set(eps))
+    def applies_to(self, eps: Iterable[str], features: Iterable[str] = ()) -> bool:
+        return (not self.eps or bool(set(self.eps) & set(eps))) and (
+            not self.features or bool(set(self.features) & set(features))
+        )
 
 
-def read_series(directory: Path, eps: Iterable[str] | None = None) -> tuple[Patch, ...]:
-    """The series' patches; with ``eps``, only those that apply to a build with those EPs."""
+def _feature_keys() -> list[str]:
+    from .recipe.model import FeatureSettings
+
+    return [f.name for f in dataclasses.fields(FeatureSettings)]
+
+
+def read_series(directory: Path, eps: Iterable[str] | None = None, features: Iterable[str] = ()) -> tuple[Patch, ...]:
+    """The series' patches; with ``eps``, only those that apply to a build with those EPs and
+    those [features] keys changed from their defaults."""
     series = directory / "series"
     if not series.is_file():
         raise PatchError(
@@ -48,20 +63,24 @@ def read_series(directory: Path, eps: Iterable[str] | None = None) -> tuple[Patc
         if not line:
             continue
         line, *options = line.split()
-        only: tuple[str, ...] = ()
+        conditions: dict[str, tuple[str, ...]] = {"eps": (), "features": ()}
         for option in options:
             key, _, value = option.partition("=")
-            known = registry.providers()
-            only = tuple(v for v in value.split(",") if v)
-            unknown = [v for v in only if v not in known]
-            if key != "eps" or not only or unknown:
+            known = {"eps": list(registry.providers()), "features": _feature_keys()}.get(key, [])
+            values = tuple(v for v in value.split(",") if v)
+            unknown = [v for v in values if v not in known]
+            if not known or not values or unknown:
+                what = {"eps": "EP", "features": "[features] key"}.get(key, "")
+                hint = did_you_mean(unknown[0], known) if unknown else ""
                 raise PatchError(
                     f"{option!r} is not an option of a series line"
-                    + (f" (unknown EP {', '.join(unknown)})" if unknown and key == "eps" else ""),
+                    + (f" (unknown {what} {', '.join(unknown)})" if unknown and what else ""),
                     where=f"{series}:{lineno}",
-                    fix="write `<patch file>` or `<patch file> eps=<ep>[,<ep>...]` with registry EP names "
-                    f"({', '.join(known)})",
+                    fix=hint
+                    or "write `<patch file>`, then optionally `eps=<ep>[,<ep>...]` with registry EP names "
+                    f"({', '.join(registry.providers())}) and `features=<key>[,<key>...]` with recipe [features] keys",
                 )
+            conditions[key] = values
         path = directory / line
         if not path.is_file():
             raise PatchError(
@@ -69,10 +88,14 @@ def read_series(directory: Path, eps: Iterable[str] | None = None) -> tuple[Patc
                 where=f"{series}:{lineno}",
                 fix="add the file or remove the line",
             )
-        out.append(Patch(name=line, path=path, sha256=sha256_file(path), eps=only))
+        out.append(
+            Patch(
+                name=line, path=path, sha256=sha256_file(path), eps=conditions["eps"], features=conditions["features"]
+            )
+        )
     if eps is not None:
-        wanted = set(eps)
-        return tuple(p for p in out if p.applies_to(wanted))
+        wanted, changed = set(eps), set(features)
+        return tuple(p for p in out if p.applies_to(wanted, changed))
     return tuple(out)
 
 

@@ -5,6 +5,7 @@ Below the CLI, so the CLI, the bench and the CI generator share one way to plan 
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 from .compiler_cache import compiler_cache
@@ -13,6 +14,7 @@ from .patches import Patch, read_series
 from .plan import BuildPlan, make_plan
 from .recipe import Recipe, load_recipe
 from .recipe.load import is_plain_name
+from .recipe.model import FeatureSettings
 from .toolchains import load_toolchain
 
 
@@ -38,7 +40,9 @@ def resolve_recipe_path(arg: str, project: Path) -> Path:
 def load_patches(recipe: Recipe, project: Path) -> tuple[Patch, ...]:
     if recipe.patch_series == "none":
         return ()
-    return read_series(project / "patches" / recipe.patch_series, {"cpu", *recipe.execution_providers})
+    defaults = FeatureSettings()
+    changed = [f.name for f in fields(defaults) if getattr(recipe.features, f.name) != getattr(defaults, f.name)]
+    return read_series(project / "patches" / recipe.patch_series, {"cpu", *recipe.execution_providers}, changed)
 
 
 def plan_for(recipe_arg: str, project: Path, cache_name: str | None = None) -> tuple[BuildPlan, Path]:

@@ -87,6 +87,14 @@ def test_merging_models_keeps_every_type(tmp_path: Path) -> None:
     assert config_lines(reparsed.render()) == config_lines(merged.render())
 
 
+def test_the_float16_operators_of_a_model_are_named(tmp_path: Path) -> None:
+    """What a build without MLAS's fp16 kernels refuses: the ops its config records float16 for."""
+    cnn = analyze([to_ort(tmp_path, write_reference(tmp_path, "cnn"))], typed=True)
+    assert cnn.ops_using("MLFloat16") == [] and "ai.onnx:Conv" in cnn.ops_using("float")
+    fp16 = analyze([to_ort(tmp_path, write_reference(tmp_path, "fp16_mlp"))], typed=True)
+    assert fp16.ops_using("MLFloat16") and all(key.count(":") == 1 for key in fp16.ops_using("MLFloat16"))
+
+
 def test_configs_merge_with_models(tmp_path: Path) -> None:
     extra = tmp_path / "extra.config"
     extra.write_text('ai.onnx;13;Cast{"inputs": {"0": ["float"]}, "outputs": {"0": ["int64_t"]}},Shape\n')

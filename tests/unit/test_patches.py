@@ -102,14 +102,27 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007"]
+    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"]
     assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt"), ("xnnpack",)]
+    assert [p.features for p in patches if p.features] == [("fp16_and_nbit_kernels",)]
     # A patch to one EP's code reaches only the builds with that EP.
     assert "0007" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "dnnl"])}
     for patch in patches:
         text = patch.path.read_text()
         assert text.startswith("Subject: ")
         assert "Written for ortdist." in text
+
+
+def test_a_patch_for_one_feature_applies_only_to_recipes_that_change_it(project: Path) -> None:
+    from ortdist.project import load_patches
+    from ortdist.recipe import load_recipe
+
+    names = {
+        recipe: {p.name[:4] for p in load_patches(load_recipe(project / "recipes" / f"{recipe}.toml"), project)}
+        for recipe in ("cpu-linux", "slim-linux-aarch64", "slim-c-linux-aarch64")
+    }
+    assert "0008" not in names["cpu-linux"] and "0008" not in names["slim-linux-aarch64"]
+    assert names["slim-c-linux-aarch64"] == names["slim-linux-aarch64"] | {"0008"}
 
 
 def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:
@@ -124,6 +137,8 @@ def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:
     ("line", "message"),
     [
         ("a.patch eps=cudaa", "unknown EP cudaa"),
+        ("a.patch features=fp16_kernels", "did you mean 'fp16_and_nbit_kernels'"),
+        ("a.patch features=", "'features=' is not an option"),
         ("a.patch only=cuda", "'only=cuda' is not an option"),
         ("a.patch eps=", "'eps=' is not an option"),
     ],

@@ -262,6 +262,13 @@ def validate_reduction(recipe: Recipe, where: str) -> None:
             where=f"{where} [features] key 'smallest_code'",
             fix='set build_type = "MinSizeRel", or drop smallest_code',
         )
+    if not features.fp16_and_nbit_kernels and (not recipe.target.startswith("aarch64-") or not reduce.types):
+        raise RecipeError(
+            "fp16_and_nbit_kernels = false needs an arm64 target and reduce.types = true (the patch changes "
+            "MLAS's arm64 dispatch only, and the build checks the models' types for float16)",
+            where=f"{where} [features] key 'fp16_and_nbit_kernels'",
+            fix="use an aarch64-* target with [reduce] types = true and models or a config, or keep the kernels",
+        )
     if len(set(features.disabled_types)) != len(features.disabled_types):
         raise RecipeError(
             f"disabled_types lists a type twice: {list(features.disabled_types)}",

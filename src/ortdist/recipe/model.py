@@ -152,6 +152,15 @@ class FeatureSettings:
             'build_type = "MinSizeRel" and GCC 12 or newer (debian-trixie\'s GCC 14).'
         ),
     )
+    fp16_and_nbit_kernels: bool = field(
+        default=True,
+        metadata=_help(
+            "MLAS's arm64 fp16 GEMM, fp16 softmax, rotary and n-bit weight GEMM (MatMulNBits) kernels, which "
+            "its dispatch tables keep in every build whatever the operators; false leaves them out (patch "
+            "0008; MatMulNBits then dequantizes and runs SGEMM). Needs an arm64 target and reduce.types = true; "
+            "the build refuses models that use float16."
+        ),
+    )
     lto: bool = field(default=False, metadata=_help("Link-time optimization (smaller, slower to link)."))
     cpuinfo: bool = field(
         default=True,

@@ -150,6 +150,15 @@ class OpConfig:
         self.directives += [d for d in other.directives if d not in self.directives]
         self.sources += [s for s in other.sources if s not in self.sources]
 
+    def ops_using(self, type_name: str) -> list[str]:
+        """'domain:op' of each operator whose recorded types include ``type_name``."""
+        return sorted(
+            key
+            for key, use in self.types.items()
+            if any(type_name in types for types in (*use.inputs.values(), *use.outputs.values()))
+            or any(type_name in triple for triple in use.triples)
+        )
+
     def op_names(self) -> set[tuple[str, str]]:
         return {(d, op) for d, opsets in self.ops.items() for ops in opsets.values() for op in ops}
 

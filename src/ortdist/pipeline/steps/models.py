@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ...errors import BuildError
 from ...fsutil import remove_tree
 from ...manifest import Artifact
 from ...reduce import analyze, models
@@ -41,6 +42,14 @@ def run(ctx: BuildContext, state: BuildState) -> Models:
         inputs.append((ctx.recipe_path.parent / recipe.reduce.config).resolve())
     config = analyze.analyze(inputs, typed=recipe.reduce.types)
     config.sources = [p.name for p in inputs]  # names only: the published file is machine-independent
+    half = config.ops_using("MLFloat16")
+    if half and not recipe.features.fp16_and_nbit_kernels:
+        raise BuildError(
+            f"the models run float16 operators ({', '.join(half)}), but fp16_and_nbit_kernels = false leaves "
+            "MLAS's fp16 kernels out",
+            where=f"recipe {recipe.name} [features] key 'fp16_and_nbit_kernels'",
+            fix="keep the fp16 kernels (drop the key), or reduce for float32 models",
+        )
     op_config = place.host / "ops.config"
     op_config.write_text(config.render(), encoding="utf-8")
     published = ctx.layout.out.host / f"{recipe.name}.ops.config"
