@@ -262,7 +262,8 @@ def validate_reduction(recipe: Recipe, where: str) -> None:
             where=f"{where} [features] key 'smallest_code'",
             fix='set build_type = "MinSizeRel", or drop smallest_code',
         )
-    if not features.fp16_and_nbit_kernels and (not recipe.target.startswith("aarch64-") or not reduce.types):
+    arm64 = registry.targets()[recipe.target].arch == "aarch64"
+    if not features.fp16_and_nbit_kernels and (not arm64 or not reduce.types):
         raise RecipeError(
             "fp16_and_nbit_kernels = false needs an arm64 target and reduce.types = true (the patch changes "
             "MLAS's arm64 dispatch only, and the build checks the models' types for float16)",
