@@ -39,7 +39,17 @@ def cmd_build(args: argparse.Namespace) -> int:
     toolchain = make_toolchain(plan.toolchain)
     toolchain.preflight()  # not root, a plan-only toolchain: refused before the lock and dist/
     jobs = args.jobs or os.cpu_count() or 2
-    ctx = pipeline.make_context(plan, toolchain, Cache.default(), dist, path, jobs, fresh=args.fresh, reuse=args.reuse)
+    ctx = pipeline.make_context(
+        plan,
+        toolchain,
+        Cache.default(),
+        dist,
+        path,
+        jobs,
+        fresh=args.fresh,
+        reuse=args.reuse,
+        keep_going=args.keep_going,
+    )
     state = pipeline.build(ctx)
     print(f"\nortdist: built {plan.recipe.name} in {format_duration(state.timings['total'])}")
     published = state.find(Published)
@@ -203,6 +213,36 @@ def _smoke(args: argparse.Namespace, project: Path, cache: Cache, toolchain: Too
         failed += not report["passed"]
     print(table(rows))
     return 1 if failed else 0
+
+
+DEVICE_BUNDLE = ".device-proof"  # in the project root (ignored): it travels with the working tree
+
+
+def cmd_device_proof(args: argparse.Namespace) -> int:
+    """prepare (here) -> run (on the lent GPU machine, offline) -> accept (here); see smoke/device_proof.py."""
+    from .smoke import device_proof
+
+    if args.action == "run":
+        proof = device_proof.run(Path(args.bundle), Path(args.out), timing=args.latency, runs=args.runs)
+        return 0 if proof["passed"] else 1
+    project = project_root()
+    plan, _ = plan_for(args.recipe, project)
+    recipe_dist = (Path(args.dist) if args.dist else project / "dist") / plan.recipe.name
+    if args.action == "prepare":
+        wheel = device_proof.pick_wheel(recipe_dist, args.python)
+        bundle = project / DEVICE_BUNDLE
+        manifest = device_proof.prepare(wheel, bundle, Cache.default(), plan.recipe.name)
+        print(
+            f"ortdist: {bundle} ({manifest['bundle_bytes'] / 2**20:.1f} MiB): {wheel.name}, the reference models and "
+            f"ONNX's node tests on {', '.join(manifest['device_providers'])} and the CPU EP\n"
+            f"on the GPU machine, in this project's root (no network; its python{args.python}, numpy and onnx):\n"
+            f"  PYTHONPATH=src python3 -m ortdist device-proof run {DEVICE_BUNDLE} --out <folder>\n"
+            f"then here: ortdist device-proof accept {plan.recipe.name} <folder>"
+        )
+        return 0
+    filed = device_proof.accept(Path(args.folder), recipe_dist)
+    print(f"ortdist: the device proof is filed as {filed}")
+    return 0
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
@@ -419,6 +459,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_false",
         help="run every packaging step even when its inputs are unchanged (default: reuse its recorded outputs)",
     )
+    b.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="compile every file that can be compiled past a failing one, so one run lists every failure "
+        "(a new toolchain or patch); the build still fails",
+    )
     b.set_defaults(func=cmd_build)
 
     pl = sub.add_parser("plan", help="print the build plan (CMake command, steps, artifacts) as JSON")
@@ -461,6 +507,26 @@ def parser() -> argparse.ArgumentParser:
         "(default: $ORTDIST_REQUIRE_DEVICE=1)",
     )
     sm.set_defaults(func=cmd_smoke)
+
+    dp = sub.add_parser(
+        "device-proof",
+        help="prove a GPU wheel on a lent machine without network: prepare here, run there, accept here",
+    )
+    dps = dp.add_subparsers(dest="action", required=True)
+    dpp = dps.add_parser("prepare", help=f"write {DEVICE_BUNDLE}/: the wheel, the smoke runner, models and node tests")
+    dpp.add_argument("recipe", help="recipes/<name>.toml or just <name>; its wheels in <dist>/<name>/")
+    dpp.add_argument("--python", default="3.12", help="the CPython of the GPU machine (default: 3.12)")
+    dpp.add_argument("--dist", help="where the recipe was built (default: <project>/dist)")
+    dpr = dps.add_parser("run", help="on the GPU machine: install, smoke with --require-device, node tests, latency")
+    dpr.add_argument("bundle", help=f"the prepared bundle ({DEVICE_BUNDLE})")
+    dpr.add_argument("--out", required=True, help="folder for device-proof.json and device-proof.log")
+    dpr.add_argument("--no-latency", dest="latency", action="store_false", help="skip the real-size model timing")
+    dpr.add_argument("--runs", type=_count(1), default=50, help="timed runs per real-size model (median)")
+    dpa = dps.add_parser("accept", help="file a run's JSON under <dist>/<recipe>/device-proof/ (the report's)")
+    dpa.add_argument("recipe")
+    dpa.add_argument("folder", help="the folder the run wrote (its --out)")
+    dpa.add_argument("--dist", help="where the recipe was built (default: <project>/dist)")
+    dp.set_defaults(func=cmd_device_proof)
 
     pu = sub.add_parser("publish", help="upload a recipe's smoke-tested wheels with twine, then install them back")
     pu.add_argument("recipe", help="recipes/<name>.toml or just <name>; its wheels in <dist>/<name>/")

@@ -7,6 +7,7 @@ can read what a build will do (``ortdist plan RECIPE``) before spending half an 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -133,8 +134,16 @@ class BuildPlan:
             *(f"-D{k}={v}" for k, v in self.cmake_defines.items()),
         ]
 
-    def build_argv(self, jobs: int) -> list[str]:
-        return ["cmake", "--build", str(self.trees.build), "--parallel", str(jobs)]
+    def build_argv(self, jobs: int, keep_going: bool = False) -> list[str]:
+        """The compile; ``keep_going`` lets ninja run every command it can past a failing one (-k 0)."""
+        return [
+            "cmake",
+            "--build",
+            str(self.trees.build),
+            "--parallel",
+            str(jobs),
+            *(["--", "-k", "0"] if keep_going else []),
+        ]
 
     def configure_digest(self) -> str:
         """Changes whenever the configure command would change: a reason to re-run CMake."""
@@ -302,10 +311,19 @@ def toolchain_define(toolchain: ToolchainSpec, table: str, key: str, value: str)
     return seen
 
 
-def resolve_providers(recipe: Recipe) -> tuple[ExecutionProvider, ...]:
+def resolve_providers(recipe: Recipe, toolchain: ToolchainSpec | None = None) -> tuple[ExecutionProvider, ...]:
+    """The recipe's EPs from the registry; a toolchain's [ep_pip.<ep>] replaces that EP's pip extras
+    and their library directories (which CUDA major's wheels a wheel depends on)."""
     table = registry.providers()
     wanted = {"cpu", *recipe.execution_providers}
-    return tuple(ep for name, ep in table.items() if name in wanted)
+    pip = toolchain.ep_pip if toolchain is not None else {}
+    return tuple(
+        dataclasses.replace(ep, pip_extras=dict(pip[name].extras), pip_library_dirs=pip[name].library_dirs)
+        if name in pip
+        else ep
+        for name, ep in table.items()
+        if name in wanted
+    )
 
 
 def source_key(recipe: Recipe, version: OrtVersion, patches: tuple[Patch, ...]) -> str:
@@ -395,7 +413,7 @@ def make_plan(
 ) -> BuildPlan:
     version = registry.ort_versions()[recipe.ort_version]
     target = registry.targets()[recipe.target]
-    providers = resolve_providers(recipe)
+    providers = resolve_providers(recipe, toolchain)
     if not toolchain.has_root:
         compiler_cache = NO_CACHE  # ortdist's caches live at in-root paths: none where there is no root
 

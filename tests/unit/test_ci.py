@@ -152,7 +152,7 @@ def test_every_recipe_has_a_job_on_the_runner_with_what_it_needs(project: Path) 
         "x86_64-pc-windows-msvc": ("windows-2022",),
     }
     gpu_runner = ("self-hosted", "linux", "x64", "gpu")  # the smoke suite needs the GPU
-    gpu = {"cuda-linux": gpu_runner, "tensorrt-linux": gpu_runner}
+    gpu = {"cuda-linux": gpu_runner, "cuda13-linux": gpu_runner, "tensorrt-linux": gpu_runner}
     for name, row in rows.items():
         # aarch64 Linux is cross-built (and emulated) on the x86_64 runner; Android on Ubuntu's NDK
         assert row["runner"] == gpu.get(name, expected_runner.get(str(row["target"]), ("ubuntu-24.04",))), name
@@ -160,10 +160,12 @@ def test_every_recipe_has_a_job_on_the_runner_with_what_it_needs(project: Path) 
         assert row["smoke"] is (name not in PLAN_ONLY | NO_WHEEL), name
     assert rows["android-arm64"]["nox"] == 'ANDROID_NDK_HOME="$ANDROID_NDK_LATEST_HOME" python -m nox'
 
-    assert rows["cpu-linux"]["nox"] == 'sudo -E "$pythonLocation/bin/python" -m nox'
-    # setup-python installs the CPythons cpu-linux takes from the host (no Debian suite has them), nox's last
-    assert rows["cpu-linux"]["pythons"] == "3.10\n3.12\n3.13"
-    assert {row["pythons"] for name, row in rows.items() if name != "cpu-linux"} == {"3.13"}
+    five = ("cpu-linux", "cuda13-linux")  # the recipes that build cp310-cp314
+    for name in five:
+        assert rows[name]["nox"] == 'sudo -E "$pythonLocation/bin/python" -m nox'
+        # setup-python installs the CPythons they take from the host (no Debian suite has them), nox's last
+        assert rows[name]["pythons"] == "3.10\n3.12\n3.13"
+    assert {row["pythons"] for name, row in rows.items() if name not in five} == {"3.13"}
     assert rows["coreml-macos-arm64"]["nox"] == "python -m nox"
     # the three wheel platforms are all in the matrix
     platforms = {plan.target.wheel_platform for plan in all_plans(project)}

@@ -364,7 +364,7 @@ def test_device_probes_come_from_the_data() -> None:
         CUDA_PROVIDER: {
             "library": "libonnxruntime_providers_cuda.so",
             "label": "GPU",
-            "runtime": "libcudart.so.12",
+            "runtime": ("libcudart.so.13", "libcudart.so.12"),
             "count": "cudaGetDeviceCount",
             "error_string": "cudaGetErrorString",
         }
@@ -414,7 +414,8 @@ def fake_package(tmp_path: Path) -> Path:
 FACTS = {
     "library": "libprovider.so",
     "label": "GPU",
-    "runtime": "libfakert.so.1",
+    # the first soname is absent: the probe goes on to the next, as on a CUDA 12-only machine
+    "runtime": ["libortdist-absent-runtime.so.13", "libfakert.so.1"],
     "count": "fakeGetDeviceCount",
     "error_string": "fakeGetErrorString",
 }

@@ -102,8 +102,8 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"]
-    assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt"), ("xnnpack",)]
+    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009"]
+    assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt"), ("xnnpack",), ("cuda", "tensorrt")]
     assert [p.features for p in patches if p.features] == [("fp16_and_nbit_kernels",)]
     # A patch to one EP's code reaches only the builds with that EP.
     assert "0007" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "dnnl"])}
@@ -130,7 +130,7 @@ def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:
     cpu = [p.name for p in read_series(series, {"cpu"})]
     cuda = [p.name for p in read_series(series, {"cpu", "cuda"})]
     assert "0006-cuda-driver-wrapper-on-first-use.patch" not in cpu
-    assert cuda == [*cpu, "0006-cuda-driver-wrapper-on-first-use.patch"]
+    assert cuda == [*cpu, "0006-cuda-driver-wrapper-on-first-use.patch", "0009-cuda-13-cccl-3.patch"]
 
 
 @pytest.mark.parametrize(

@@ -269,7 +269,7 @@ def test_smoke_facts_load_and_devices_stay_plain_objects_for_the_runner() -> Non
     assert expectations()["CUDAExecutionProvider"].device == "cuda"
     assert devices()["cuda"] == {
         "label": "GPU",
-        "runtime": "libcudart.so.12",
+        "runtime": ("libcudart.so.13", "libcudart.so.12"),
         "count": "cudaGetDeviceCount",
         "error_string": "cudaGetErrorString",
     }

@@ -2,7 +2,8 @@
 
 Copied next to its plan, with the smoke suite's runner.py and proof.py, and run there as
 ``python latency.py plan.json result.json``: it may import only the standard library, numpy, the
-onnxruntime under test and the runner, whose ``measure_latency`` times each model and thread
+onnxruntime under test and the runner, whose ``measure_latency`` times each model (with the
+case's ``providers``, default the CPU EP) and thread
 count in a fresh session (ORT's default graph optimizations, one inter-op thread, warm-up runs
 discarded). The first thread count's outputs are saved to outputs/<model>.npz, so the two wheels'
 outputs can be compared.
@@ -22,9 +23,10 @@ def main(plan_path: str, result_path: str) -> int:
 
     plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
     Path("outputs").mkdir(exist_ok=True)
-    providers = ["CPUExecutionProvider"]
     result: dict[str, Any] = {"version": ort.__version__, "models": {}}
     for case in plan["models"]:
+        # The providers a user would pass (the EP first, CPU as fallback); the CPU EP alone by default.
+        providers = case.get("providers", ["CPUExecutionProvider"])
         data = np.load(case["inputs"])
         inputs = {name: data[name] for name in data.files}
         options = ort.SessionOptions()

@@ -227,4 +227,26 @@ def quantized(float_model: RealModel, workdir: Path, samples: int = 4) -> RealMo
     )
 
 
+def half(float_model: RealModel) -> RealModel:
+    """The float16 variant, as a GPU deployment converts it: every float32 weight, graph input and
+    output becomes float16 (shape and index tensors stay int64), so every kernel runs in half
+    precision and no Cast is left in the graph."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    model = onnx.ModelProto()
+    model.CopyFrom(float_model.model)
+    graph = model.graph
+    for i, init in enumerate(graph.initializer):
+        if init.data_type == TensorProto.FLOAT:
+            graph.initializer[i].CopyFrom(
+                numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), init.name)
+            )
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        if value.type.tensor_type.elem_type == TensorProto.FLOAT:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    inputs = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in float_model.inputs.items()}
+    return RealModel(f"{float_model.name}_fp16", f"{float_model.summary}; float16", model, inputs)
+
+
 BUILDERS: dict[str, Callable[[], RealModel]] = {"resnet50": resnet, "bert_base": bert}

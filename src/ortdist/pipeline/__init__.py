@@ -25,6 +25,7 @@ def make_context(
     *,
     fresh: bool = False,
     reuse: bool = True,
+    keep_going: bool = False,
     runner: Runner | None = None,
 ) -> BuildContext:
     """A context over the real subprocess runner unless another is given (tests).
@@ -41,6 +42,7 @@ def make_context(
         runner=runner or SubprocessRunner(toolchain),
         fresh=fresh,
         reuse=reuse,
+        keep_going=keep_going,
     )
 
 

@@ -29,6 +29,8 @@ class BuildContext:
     runner: Runner
     fresh: bool = False  # discard the recipe's build tree first (caches stay): a clean build
     reuse: bool = True  # take a packaging step's recorded outputs when its inputs are unchanged
+    # ninja goes on past failing commands, so one run names every file a new toolchain or patch breaks
+    keep_going: bool = False
 
     @functools.cached_property
     def recipe_sha256(self) -> str:

@@ -168,11 +168,20 @@ def probe_device(ort: Any, facts: dict[str, str]) -> dict[str, str]:
         ctypes.CDLL(str(library))
     except OSError as exc:
         return {"status": "load_error", "reason": f"cannot load {facts['library']}: {exc}"}
-    try:
-        runtime = ctypes.CDLL(facts["runtime"])
-        count_devices, describe = getattr(runtime, facts["count"]), getattr(runtime, facts["error_string"])
-    except (OSError, AttributeError) as exc:
-        return {"status": "load_error", "reason": f"{facts['library']} loaded, but its runtime did not: {exc}"}
+    names = [facts["runtime"]] if isinstance(facts["runtime"], str) else list(facts["runtime"])
+    errors: list[str] = []
+    for name in names:  # the first soname this machine has (CUDA 13's, else CUDA 12's)
+        try:
+            runtime = ctypes.CDLL(name)
+            count_devices, describe = getattr(runtime, facts["count"]), getattr(runtime, facts["error_string"])
+            break
+        except (OSError, AttributeError) as exc:
+            errors.append(str(exc))
+    else:
+        return {
+            "status": "load_error",
+            "reason": f"{facts['library']} loaded, but its runtime did not: {'; '.join(errors)}",
+        }
     count = ctypes.c_int(0)
     status = int(count_devices(ctypes.byref(count)))
     if status == 0 and count.value > 0:

@@ -53,7 +53,9 @@ class Device:
     """How the runner asks a vendor runtime whether the machine has the device ([devices.<name>])."""
 
     label: str
-    runtime: str
+    # Sonames of the vendor runtime, newest first: the first the machine has counts the devices
+    # (a CUDA 13 machine has libcudart.so.13 and no .so.12, and the reverse).
+    runtime: tuple[str, ...]
     count: str
     error_string: str
 
@@ -110,15 +112,15 @@ def expectations() -> dict[str, Expectation]:
 
 
 @functools.cache
-def devices() -> dict[str, dict[str, str]]:
+def devices() -> dict[str, dict[str, Any]]:
     """Device name -> the probe facts the runner is given (a JSON object)."""
     return {name: dataclasses.asdict(device) for name, device in smoke_facts().devices.items()}
 
 
-def device_probes(claimed: list[str]) -> dict[str, dict[str, str]]:
+def device_probes(claimed: list[str]) -> dict[str, dict[str, Any]]:
     """For the runner: provider -> what to load and ask before running its cases on a device."""
     table, eps = expectations(), registry.providers()
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for provider in claimed:
         exp = table.get(provider)
         if exp is not None and exp.device:

@@ -389,11 +389,26 @@ class DebianSysroot:
     def install_ep_wheels(self, cache: Cache, root: Path, log: TextIO) -> None:
         """Unpack each SDK wheel into <root>/opt/ortdist-wheels/<distribution> (no pip: they are
         file trees of headers and libraries, not Python packages the root would import)."""
+        pins = self.spec.all_wheels()
+        base = root / IN_ROOT_EP_WHEELS.relative_to("/")
         for dist, wheel in self.download_ep_wheels(cache).items():
-            dest = root / IN_ROOT_EP_WHEELS.relative_to("/") / dist
-            print(f"ortdist: unpacking {wheel.name} into {IN_ROOT_EP_WHEELS / dist}", file=log)
+            into = pins[dist].directory(dist)
+            print(f"ortdist: unpacking {wheel.name} into {IN_ROOT_EP_WHEELS / into}", file=log)
             with zipfile.ZipFile(wheel) as archive:
-                archive.extractall(dest)
+                archive.extractall(base / into)
+                for member in archive.infolist():
+                    mode = member.external_attr >> 16
+                    if mode & 0o111 and not member.is_dir():  # as pip does: zipfile drops the x bits
+                        (base / into / member.filename).chmod(0o755)
+        for ep, links in sorted(self.spec.ep_links.items()):
+            for relative, target in sorted(links.items()):
+                link = base / relative
+                if not (link.parent / target).exists():
+                    raise ToolchainError(
+                        f"[ep_links.{ep}] {relative} -> {target}: no {target} beside it in the unpacked wheels",
+                        fix=f"correct [ep_links.{ep}] in toolchains/{self.spec.name}.toml (or the wheel pins)",
+                    )
+                link.symlink_to(target)
 
     def ensure_clean_root(self, cache: Cache, log: TextIO) -> Path:
         return self._ensure_root(self.clean_root_path(cache), self.spec.clean_root_packages, log)

@@ -11,7 +11,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -84,6 +84,22 @@ class PinnedWheel:
     version: str
     sha256: str
     python: str = ""  # the CPython of the wheel's tag, when it has no wheel for the root's own
+    # The directory under {wheels} it is unpacked into (default: its distribution name). Wheels that
+    # pip installs into one prefix (CUDA 13's nvidia/cu13/) share one, so nvcc finds its toolkit.
+    into: str = ""
+
+    def directory(self, dist: str) -> str:
+        return self.into or dist
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpPip:
+    """[ep_pip.<ep>]: the EP's pip extras and their library directories for what this toolchain links
+    (CUDA 13's wheels are other distributions in another directory than CUDA 12's); each replaces the
+    registry's (data/providers.toml pip_extras, pip_library_dirs)."""
+
+    extras: Mapping[str, tuple[str, ...]]
+    library_dirs: tuple[str, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,6 +156,10 @@ class ToolchainFile:
     # Per EP: PyPI wheels unpacked into the build root, for SDKs Debian cannot ship offline
     # (cuDNN downloads from NVIDIA at install time).
     ep_wheels: Mapping[str, Mapping[str, PinnedWheel]] = field(default_factory=_empty)
+    # Per EP: symlinks made under {wheels} once the wheels are unpacked, relative path -> target
+    # (wheels cannot carry links: a toolkit's libfoo.so -> libfoo.so.N development names).
+    ep_links: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
+    ep_pip: Mapping[str, EpPip] = field(default_factory=_empty)
     extends: str = ""
     compiler: Compiler | None = None
     # Every dependency of ORT_versions.toml [deps] is compiled from its pinned source (else only
@@ -176,6 +196,8 @@ class ToolchainSpec:
     cross_targets: Mapping[str, CrossTarget] = field(default_factory=_empty)
     components: tuple[str, ...] = ("main",)
     ep_wheels: Mapping[str, Mapping[str, PinnedWheel]] = field(default_factory=_empty)
+    ep_links: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
+    ep_pip: Mapping[str, EpPip] = field(default_factory=_empty)
     extends: str = ""
     # CPython versions besides the root's own, for the binding only (toolchains/<name>/pythons.toml).
     extra_python: Mapping[str, OtherPython] = field(default_factory=_empty)
@@ -247,7 +269,7 @@ class ToolchainSpec:
 
 # Tables a child toolchain (``extends``) merges into its parent's, key by key; every other key it
 # sets replaces the parent's.
-_MERGED_TABLES = ("cmake", "ep_packages", "ep_cmake", "ep_wheels", "python_tools", "compat")
+_MERGED_TABLES = ("cmake", "ep_packages", "ep_cmake", "ep_wheels", "ep_links", "ep_pip", "python_tools", "compat")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CPYTHON = re.compile(r"^3\.[0-9]{1,2}$")
 PYTHONS_FILE = "pythons.toml"
@@ -256,7 +278,7 @@ _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 # What the sysroot is made from: its digest names the cached root (the Python picks the tools
 # venv's interpreter). components and ep_wheels count only where set, so older roots keep their name.
 _ROOT_KEYS = ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
-_ROOT_KEYS_IF_SET = ("components", "ep_wheels", "compiler")
+_ROOT_KEYS_IF_SET = ("components", "ep_wheels", "ep_links", "compiler")
 # Not in either digest: what runs after the build, in roots of its own (see _digest_input).
 _UNDIGESTED = ("compat",)
 _TABLE_HEADER = re.compile(r"^\s*\[")
@@ -511,6 +533,29 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
             where=where(str(path) + where_all, "glibc"),
             fix="the output runs on the compiler's sysroot glibc and newer: state the same version in both",
         )
+    for ep, links in tc.ep_links.items():
+        if ep not in tc.ep_wheels:
+            raise RecipeError(
+                f"[ep_links.{ep}] names an EP this toolchain has no [ep_wheels] for",
+                where=str(path) + where_all,
+                fix=f"links are made among unpacked wheels: add [ep_wheels.{ep}.<distribution>] or drop the section",
+            )
+        for link, target in links.items():
+            parts = PurePosixPath(link).parts
+            if not parts or PurePosixPath(link).is_absolute() or ".." in parts or "/" in target or not target:
+                raise RecipeError(
+                    f"[ep_links.{ep}] {link!r} = {target!r}: a link must be a relative path under {{wheels}} "
+                    "and its target a name beside it",
+                    where=where(str(path) + where_all, f"ep_links.{ep}"),
+                    fix='e.g. "cuda/nvidia/cu13/lib/libcudart.so" = "libcudart.so.13"',
+                )
+    for ep in tc.ep_pip:
+        if ep not in (*tc.ep_packages, *tc.ep_wheels, *tc.provides):
+            raise RecipeError(
+                f"[ep_pip.{ep}] names an EP this toolchain does not provide",
+                where=str(path) + where_all,
+                fix="add the EP under [ep_packages] or [ep_wheels], or drop the section",
+            )
     for ep in tc.ep_cmake:
         if ep not in (*tc.ep_packages, *tc.ep_wheels, *tc.provides):
             raise RecipeError(
@@ -566,6 +611,8 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         cross_targets=tc.cross,
         components=tc.components,
         ep_wheels=tc.ep_wheels,
+        ep_links=tc.ep_links,
+        ep_pip=tc.ep_pip,
         extends=tc.extends,
         extra_python=MappingProxyType(_extra_pythons(files, tc.python)),
         declared_in=MappingProxyType(_declared_in(chain)),
@@ -579,6 +626,7 @@ __all__ = [
     "CompatRoot",
     "Compiler",
     "CrossTarget",
+    "EpPip",
     "OtherPython",
     "PinnedWheel",
     "ToolchainFile",

@@ -42,7 +42,7 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
     script = "; ".join(
         [
             f"{shlex.join(cc.zero_stats)} >/dev/null 2>&1",
-            shlex.join(ctx.plan.build_argv(ctx.jobs)),
+            shlex.join(ctx.plan.build_argv(ctx.jobs, ctx.keep_going)),
             "rc=$?",
             f"{shlex.join(cc.show_stats)} > {stats.inside} 2>&1",
             *([f"{shlex.join(cc.stop)} >/dev/null 2>&1"] if cc.stop else []),

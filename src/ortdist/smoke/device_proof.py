@@ -1,0 +1,403 @@
+"""The device proof: a wheel's accelerator EP run on a machine lent for minutes, with no network and
+nothing but its own Python, numpy and onnx.
+
+Three steps, so the lent minutes go to running and nothing else:
+
+- ``prepare`` (the build machine): a bundle directory holding the wheel, the smoke runner with the
+  reference models and ONNX's node tests (converted here, with onnx 1.17), and the latency script.
+  It travels with the working tree, so it must stay under the transfer limit.
+- ``run`` (the lent machine): installs the wheel with pip, no index and no dependencies (the
+  machine's numpy is used); runs the runner on every case; judges it with the smoke suite's own
+  rules under --require-device (a skipped device case fails); generates the real-size models there
+  (bench/realsize.py needs only numpy and onnx) and times them on the EP and on the CPU EP of the
+  same machine; writes device-proof.json and a log into the folder it is given.
+- ``accept`` (the build machine): checks that the JSON proves the very wheel in dist/<recipe>/ (its
+  sha256) and files it as dist/<recipe>/device-proof/device-proof.json, which the report shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from .. import __version__
+from .. import run as door
+from ..errors import CheckError
+from ..fsutil import remove_tree, sha256_file
+from ..paths import Cache
+from . import env
+from .run_suite import _node_files, write_reference_models, write_runner
+from .suite import Verdict, device_probes, judge, node_test_outcomes
+from .wheelinfo import read_wheel
+
+MANIFEST = "manifest.json"
+RESULT = "device-proof.json"
+# The lent machine takes the working tree and the carried paths up to 64 MiB together; the bundle
+# leaves the rest of the tree (the project's own files, about 2 MiB) its room.
+BUNDLE_LIMIT = 60 * 1024 * 1024
+# Timing: discarded warm-up runs, then the median of this many (bench/latency.py via runner.py).
+WARMUP, RUNS = 10, 50
+CPU_PROVIDER = "CPUExecutionProvider"
+# A float16 output is compared with the float32 CPU output relative to its largest magnitude.
+FP16_RELATIVE = 2e-2
+FP32_RELATIVE = 1e-3
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def device_providers(claimed: list[str]) -> list[str]:
+    """The claimed EPs whose cases need a device (data/smoke.toml [providers.<ep>] device)."""
+    return list(device_probes(claimed))
+
+
+def pick_wheel(recipe_dist: Path, python: str) -> Path:
+    """dist/<recipe>/'s wheel for CPython ``python`` (one, or a clear error)."""
+    tag = "cp" + python.replace(".", "")
+    found = sorted(recipe_dist.glob(f"*-{tag}-{tag}-*.whl"))
+    if len(found) != 1:
+        have = ", ".join(p.name for p in sorted(recipe_dist.glob("*.whl"))) or "none"
+        raise CheckError(
+            f"expected one {tag} wheel in {recipe_dist}, found {len(found)} (wheels there: {have})",
+            where=str(recipe_dist),
+            fix=f"build the recipe first (./nox -s build-<recipe>), with {python} in its [wheel] python",
+        )
+    return found[0]
+
+
+def prepare(wheel: Path, bundle: Path, cache: Cache, recipe: str) -> dict[str, Any]:
+    """Write the bundle for ``wheel`` into ``bundle`` (replaced); returns its manifest."""
+    info = read_wheel(wheel)
+    claimed = info.claimed_providers
+    if claimed is None:
+        raise CheckError(
+            f"{wheel.name} has no ortdist build record, so it claims no EP to prove",
+            where=str(wheel),
+            fix="prepare the proof of a wheel ortdist built (dist/<recipe>/)",
+        )
+    on_device = device_providers(claimed)
+    if not on_device:
+        raise CheckError(
+            f"{wheel.name} claims {', '.join(claimed)}: none of them needs a device",
+            where=str(wheel),
+            fix="the CPU EPs are proven by the build's own checks and `ortdist smoke`",
+        )
+    remove_tree(bundle)
+    smoke = bundle / "smoke"
+    smoke.mkdir(parents=True)
+    shutil.copyfile(wheel, bundle / wheel.name)
+    # Paths as the runner sees them: relative to its working directory, the bundle's copy of smoke/.
+    here = Path()
+    files = write_reference_models(smoke, here)
+    node_files, node_skipped = _node_files(cache, smoke, here)
+    write_runner(smoke, claimed, files + node_files)
+    timing = bundle / "latency"
+    timing.mkdir()
+    package = Path(__file__).parent
+    shutil.copyfile(package.parent / "bench" / "latency.py", timing / "latency.py")
+    for helper in ("runner.py", "proof.py"):
+        shutil.copyfile(package / helper, timing / helper)
+    manifest = {
+        "recipe": recipe,
+        "wheel": wheel.name,
+        "wheel_sha256": sha256_file(wheel),
+        "python": info.python,
+        "claimed": claimed,
+        "device_providers": on_device,
+        "node_tests_skipped_by_converter": node_skipped,
+        "ortdist": __version__,
+    }
+    (bundle / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    size = _dir_bytes(bundle)
+    if size > BUNDLE_LIMIT:
+        remove_tree(bundle)
+        raise CheckError(
+            f"the proof bundle is {size / 2**20:.1f} MiB, over the {BUNDLE_LIMIT / 2**20:.0f} MiB the device "
+            "machine takes",
+            where=str(wheel),
+            fix='build the proven recipe for fewer CUDA architectures ([cuda] architectures = ["90"])',
+        )
+    manifest["bundle_bytes"] = size
+    return manifest
+
+
+# --- on the lent machine ---------------------------------------------------------------------
+
+
+def _say(out: TextIO, text: str) -> None:
+    print(text, flush=True)
+    out.write(text + "\n")
+    out.flush()
+
+
+def _machine() -> dict[str, Any]:
+    """What the proof ran on: the GPU as nvidia-smi names it, CPU cores, Python and its numpy/onnx."""
+    gpus = ""
+    if shutil.which("nvidia-smi"):
+        query = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+        gpus = door.capture(query, check=False).stdout.strip()
+    import onnx
+
+    return {
+        "gpus": gpus.splitlines(),
+        "cpu_cores": os.cpu_count(),
+        "system": f"{platform.system()} {platform.release()}",
+        "glibc": "{}.{}".format(*env.host_glibc()),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "onnx": getattr(onnx, "__version__", "?"),
+    }
+
+
+def _install(wheel: Path, site: Path, log: TextIO) -> None:
+    """pip, no index, no dependencies: the machine's own numpy serves the wheel."""
+    argv = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-compile"]
+    argv += ["--disable-pip-version-check", "--target", str(site), str(wheel)]
+    _say(log, "+ " + " ".join(argv))
+    done = door.capture(argv, check=False)
+    log.write(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise CheckError(
+            f"pip could not install {wheel.name} (exit {done.returncode})",
+            where=str(wheel),
+            fix=f"see the log; pip said: {(done.stderr.strip().splitlines() or ['nothing'])[-1]}",
+        )
+
+
+def _python_env(site: Path) -> dict[str, str]:
+    """The wheel first on the path: a machine's own onnxruntime (if any) stays behind it."""
+    return {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1"}
+
+
+def _run_smoke(workdir: Path, site: Path, log: TextIO) -> dict[str, Any]:
+    """The smoke runner, restarted after a case that kills the interpreter (recorded as failed)."""
+    code = 0
+    for _ in range(env.MAX_CRASHES + 1):
+        code = door.returncode(
+            [sys.executable, "runner.py", "plan.json", "result.json"], log=log, cwd=workdir, env=_python_env(site)
+        )
+        if code in (0, 1) or not env.record_crash(workdir, code):
+            break
+    result_file = workdir / "result.json"
+    if not result_file.is_file():
+        raise CheckError(f"the smoke runner left no result (exit {code})", fix="see the log")
+    result: dict[str, Any] = json.loads(result_file.read_text(encoding="utf-8"))
+    return result
+
+
+def _timing_plan(workdir: Path, providers: list[str], threads: int, warmup: int, runs: int) -> list[dict[str, Any]]:
+    """Generate the real-size models here (fp32, and fp16 for the device EPs) and the latency plan:
+    every model on the CPU EP alone and on each device EP (with the CPU EP as fallback)."""
+    import onnx
+
+    from ..bench import realsize
+
+    cases: list[dict[str, Any]] = []
+    for name, builder in realsize.BUILDERS.items():
+        fp32 = builder()
+        for variant, on in ((fp32, [CPU_PROVIDER, *providers]), (realsize.half(fp32), providers)):
+            model_path, inputs_path = workdir / f"{variant.name}.onnx", workdir / f"{variant.name}.npz"
+            onnx.save(variant.model, str(model_path))
+            np.savez(inputs_path, **variant.inputs)  # type: ignore[arg-type]
+            for provider in on:
+                cases.append(
+                    {
+                        "name": f"{variant.name}@{provider}",
+                        "model": str(model_path),
+                        "inputs": str(inputs_path),
+                        "providers": [provider] if provider == CPU_PROVIDER else [provider, CPU_PROVIDER],
+                        "base": name,
+                        "variant": variant.name,
+                        "provider": provider,
+                        "summary": variant.summary,
+                    }
+                )
+    plan = {"models": cases, "threads": [threads], "warmup": warmup, "runs": runs}
+    (workdir / "plan.json").write_text(json.dumps(plan, indent=1), encoding="utf-8")
+    return cases
+
+
+def compare_outputs(got: list[np.ndarray[Any, Any]], want: list[np.ndarray[Any, Any]]) -> float:
+    """The largest |got - want| relative to the largest |want| over every output (float64)."""
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        reference = np.asarray(w, np.float64)
+        scale = float(np.max(np.abs(reference))) or 1.0
+        worst = max(worst, float(np.max(np.abs(np.asarray(g, np.float64) - reference))) / scale)
+    return worst
+
+
+def _run_timing(workdir: Path, site: Path, cases: list[dict[str, Any]], log: TextIO) -> list[dict[str, Any]]:
+    """latency.py in the wheel's environment; each device row's outputs against the CPU EP's fp32."""
+    code = door.returncode(
+        [sys.executable, "latency.py", "plan.json", "result.json"], log=log, cwd=workdir, env=_python_env(site)
+    )
+    if code != 0 or not (workdir / "result.json").is_file():
+        raise CheckError(f"the latency script failed (exit {code})", fix="see the log")
+    measured = json.loads((workdir / "result.json").read_text(encoding="utf-8"))["models"]
+
+    def outputs(name: str) -> list[np.ndarray[Any, Any]]:
+        with np.load(workdir / "outputs" / f"{name}.npz") as data:
+            return [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[1]))]
+
+    rows = []
+    for case in cases:
+        reference = f"{case['base']}@{CPU_PROVIDER}"
+        row = {k: case[k] for k in ("name", "base", "variant", "provider", "summary")}
+        row["median_ms"] = round(next(iter(measured[case["name"]].values())), 3)
+        if case["name"] != reference:
+            error = compare_outputs(outputs(case["name"]), outputs(reference))
+            limit = FP16_RELATIVE if case["variant"].endswith("_fp16") else FP32_RELATIVE
+            row |= {"max_relative_error": error, "tolerance": limit, "matches_cpu": error <= limit}
+        rows.append(row)
+    for row in rows:
+        cpu = next(r for r in rows if r["base"] == row["base"] and r["provider"] == CPU_PROVIDER)
+        row["speedup_vs_cpu"] = round(cpu["median_ms"] / row["median_ms"], 2) if row["median_ms"] else None
+    return rows
+
+
+def run(bundle: Path, out: Path, *, timing: bool = True, warmup: int = WARMUP, runs: int = RUNS) -> dict[str, Any]:
+    """The proof on this machine; writes <out>/device-proof.json (and device-proof.log)."""
+    started = time.monotonic()
+    manifest = json.loads((bundle / MANIFEST).read_text(encoding="utf-8"))
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if manifest["python"] != here:
+        raise CheckError(
+            f"the bundle's wheel is for CPython {manifest['python']}, this is {here}",
+            where=str(bundle),
+            fix=f"run it with python{manifest['python']}, or prepare the bundle with --python {here}",
+        )
+    wheel = bundle / manifest["wheel"]
+    if sha256_file(wheel) != manifest["wheel_sha256"]:
+        raise CheckError("the bundle's wheel is not the one it was prepared from", where=str(wheel))
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="ortdist-device-proof-"))
+    try:
+        with (out / "device-proof.log").open("w", encoding="utf-8") as log:
+            machine = _machine()
+            _say(log, f"device proof of {manifest['wheel']} on {machine['gpus'] or 'no GPU nvidia-smi knows'}")
+            site = work / "site"
+            t0 = time.monotonic()
+            _install(wheel, site, log)
+            install_s = time.monotonic() - t0
+            shutil.copytree(bundle / "smoke", work / "smoke")
+            t0 = time.monotonic()
+            result = _run_smoke(work / "smoke", site, log)
+            smoke_s = time.monotonic() - t0
+            report = _judge(manifest, result)
+            _say(log, f"smoke: {'passed' if report['passed'] else 'FAILED'} in {smoke_s:.0f} s")
+            rows: list[dict[str, Any]] = []
+            timing_s = 0.0
+            if timing and "import_error" not in result:
+                t0 = time.monotonic()
+                shutil.copytree(bundle / "latency", work / "latency")
+                threads = os.cpu_count() or 1
+                cases = _timing_plan(work / "latency", manifest["device_providers"], threads, warmup, runs)
+                rows = _run_timing(work / "latency", site, cases, log)
+                timing_s = time.monotonic() - t0
+            proof = {
+                **{k: manifest[k] for k in ("recipe", "wheel", "wheel_sha256", "python", "claimed")},
+                "machine": machine,
+                **report,
+                "latency": {"threads": os.cpu_count(), "warmup": warmup, "runs": runs, "rows": rows},
+                "seconds": {
+                    "install": round(install_s, 1),
+                    "smoke": round(smoke_s, 1),
+                    "latency": round(timing_s, 1),
+                    "total": round(time.monotonic() - started, 1),
+                },
+            }
+            proof["passed"] = report["passed"] and all(r.get("matches_cpu", True) for r in rows)
+            (out / RESULT).write_text(json.dumps(proof, indent=1, sort_keys=True), encoding="utf-8")
+            _say(log, summary(proof))
+    finally:
+        remove_tree(work)
+    return proof
+
+
+def _judge(manifest: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """The smoke suite's verdicts with --require-device, the node-test counts per EP and the share
+    of each reference model's nodes each EP ran."""
+    claimed = manifest["claimed"]
+    record = result.get("record") or {}
+    if "import_error" in result:
+        verdicts = [Verdict.failure("import", "-", result["import_error"].strip().splitlines()[-1])]
+    elif record.get("recipe") != manifest["recipe"]:
+        # The wheel is first on PYTHONPATH: an onnxruntime without our record is the machine's own.
+        verdicts = [Verdict.failure("import", "-", f"python imported another onnxruntime ({result.get('version')})")]
+    else:
+        verdicts = judge(result, claimed, [], require_devices=True)
+    node = node_test_outcomes(result)
+    return {
+        "version": result.get("version"),
+        "available_providers": result.get("available_providers"),
+        "devices": result.get("devices", {}),
+        "passed": bool(verdicts) and all(v.passed for v in verdicts),
+        "models": [v.__dict__ for v in verdicts if v.suite == "model"],
+        "node_tests": {
+            p: {"passed": sum(o.values()), "failed": sum(not x for x in o.values())} for p, o in node.items()
+        },
+        "node_test_failures": {p: sorted(n for n, ok in o.items() if not ok) for p, o in node.items()},
+        "node_tests_skipped_by_converter": manifest.get("node_tests_skipped_by_converter", 0),
+    }
+
+
+def summary(proof: dict[str, Any]) -> str:
+    """The proof as a few plain tables, for a terminal and the closing note."""
+    lines = [
+        f"wheel {proof['wheel']} (onnxruntime {proof.get('version')}) on {', '.join(proof['machine']['gpus']) or '?'}",
+        f"{'model':<16} {'provider':<26} {'result':<6} detail",
+    ]
+    for m in proof["models"]:
+        detail = m["message"]
+        if m["passed"] and detail == "ok":
+            detail = f"{m['share']:.0%} of its nodes on it, max abs error {m['max_abs_err']:.1e}"
+        lines.append(f"{m['name']:<16} {m['provider']:<26} {'pass' if m['passed'] else 'FAIL':<6} {detail}")
+    lines.append(
+        "node tests: "
+        + "; ".join(f"{p}: {c['passed']} passed, {c['failed']} failed" for p, c in proof["node_tests"].items())
+    )
+    rows = proof["latency"]["rows"]
+    if rows:
+        lines.append(
+            f"latency (median of {proof['latency']['runs']} runs, CPU EP on {proof['latency']['threads']} threads):"
+        )
+        for r in rows:
+            check = "" if "matches_cpu" not in r else f"  rel. error vs CPU fp32 {r['max_relative_error']:.1e}"
+            lines.append(
+                f"  {r['variant']:<16} {r['provider']:<26} {r['median_ms']:>9.2f} ms  x{r['speedup_vs_cpu']}{check}"
+            )
+    lines.append(f"device proof: {'PASSED' if proof['passed'] else 'FAILED'} in {proof['seconds']['total']:.0f} s")
+    return "\n".join(lines)
+
+
+def accept(result_dir: Path, recipe_dist: Path) -> Path:
+    """File a device run's JSON under dist/<recipe>/device-proof/ once it names that recipe's wheel."""
+    source = result_dir / RESULT
+    if not source.is_file():
+        raise CheckError(f"no {RESULT} in {result_dir}", fix="pass the folder the device run wrote (its --out)")
+    proof = json.loads(source.read_text(encoding="utf-8"))
+    wheel = recipe_dist / proof["wheel"]
+    if not wheel.is_file() or sha256_file(wheel) != proof["wheel_sha256"]:
+        raise CheckError(
+            f"the proof is of {proof['wheel']} (sha256 {proof['wheel_sha256'][:12]}…), "
+            f"which {recipe_dist} does not hold",
+            where=str(source),
+            fix="rebuilding changed the wheel: prepare, run and accept the proof again",
+        )
+    dest = recipe_dist / "device-proof"
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in (RESULT, "device-proof.log"):
+        if (result_dir / name).is_file():
+            shutil.copyfile(result_dir / name, dest / name)
+    return dest / RESULT
