@@ -25,6 +25,7 @@ from typing import Any
 from . import registry, release, sbom
 from .errors import CheckError
 from .manifest import MANIFEST, PREVIOUS_MANIFEST
+from .smoke.device_proof import FILED as DEVICE_PROOF
 from .upload import PUBLISH_RECORD
 
 # Wheel members grouped by what they are, in display order (first match wins).
@@ -48,6 +49,7 @@ class RecipeReport:
     previous: dict[str, Any] | None = None  # the manifest of the build published before this one
     pypi: dict[str, registry.PypiWheel] = field(default_factory=dict)  # our wheel's file -> PyPI's
     published: dict[str, Any] | None = None  # publish.json: where the wheels went, proven installed back
+    device_proof: dict[str, Any] | None = None  # device-proof/device-proof.json: the wheel on a real GPU
 
 
 def wheel_space(wheel: Path) -> tuple[dict[str, int], list[tuple[str, int]]]:
@@ -116,6 +118,7 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
                 document = None  # built before SBOMs, or by another tool: the page says so
         previous_file = out / PREVIOUS_MANIFEST
         published_file = out / PUBLISH_RECORD
+        proof_file = out / DEVICE_PROOF
         pypi = {a["path"]: ref for a in artifacts if (ref := release.pypi_reference(a, manifest))}
         reports.append(
             RecipeReport(
@@ -128,6 +131,7 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
                 previous=_json(previous_file) if previous_file.is_file() else None,
                 pypi=pypi,
                 published=_json(published_file) if published_file.is_file() else None,
+                device_proof=_json(proof_file) if proof_file.is_file() else None,
             )
         )
     if not reports and require:
@@ -144,6 +148,7 @@ def input_files(dist: Path) -> list[Path]:
         files += [manifest_file, manifest_file.parent / PREVIOUS_MANIFEST]
         files += sorted(manifest_file.parent.glob("*.whl")) + sorted(manifest_file.parent.glob("*.tar.gz"))
         files += [*sorted((manifest_file.parent / "smoke").glob("*.json")), manifest_file.parent / PUBLISH_RECORD]
+        files.append(manifest_file.parent / DEVICE_PROOF)
     return files
 
 
@@ -349,6 +354,47 @@ def _published(r: RecipeReport) -> str:
     )
 
 
+def _device_proof(r: RecipeReport) -> str:
+    """device-proof.json (``ortdist device-proof accept``): the wheel on a real accelerator."""
+    p = r.device_proof
+    if not p:
+        return "<p class='none'>Not proven on a device: <code>ortdist device-proof prepare RECIPE</code></p>"
+    machine = p.get("machine", {})
+    models = "".join(
+        f"<tr class='{'pass' if m.get('passed') else 'fail'}'>"
+        f"<td>{_e(m.get('provider'))}</td><td>{_e(m.get('name'))}</td>"
+        f"<td>{float(m.get('share', 0.0)):.0%}</td><td>{_e(m.get('message'))}</td></tr>"
+        for m in p.get("models", [])
+    )
+    nodes = ", ".join(
+        f"{_e(k)}: {_e(v.get('passed'))} passed, {_e(v.get('failed'))} failed"
+        for k, v in p.get("node_tests", {}).items()
+    )
+    latency = p.get("latency", {})
+    rows = "".join(
+        f"<tr><td>{_e(x.get('variant'))}</td><td>{_e(x.get('provider'))}</td>"
+        f"<td>{float(x.get('median_ms', 0)):.2f} ms</td>"
+        f"<td>x{_e(x.get('speedup_vs_cpu'))}</td><td>{_e(x.get('matches_cpu', 'reference'))}</td></tr>"
+        for x in latency.get("rows", [])
+    )
+    return (
+        f"<p class='{'pass' if p.get('passed') else 'fail'}'>{'Passed' if p.get('passed') else 'FAILED'} on "
+        f"{_e(', '.join(machine.get('gpus', [])) or '?')} ({_e(machine.get('cpu_cores'))} CPU cores, Python "
+        f"{_e(machine.get('python'))}, numpy {_e(machine.get('numpy'))}) with <code>{_e(p.get('wheel'))}</code>. "
+        f"Node tests: {nodes}.</p>"
+        "<table class='device-proof'><thead><tr><th>EP</th><th>model</th><th>nodes on EP</th><th>result</th></tr>"
+        f"</thead><tbody>{models}</tbody></table>"
+        + (
+            "<table class='device-latency'><thead><tr><th>model</th><th>EP</th>"
+            f"<th>median of {_e(latency.get('runs'))}</th><th>vs CPU EP ({_e(latency.get('threads'))} threads)</th>"
+            "<th>outputs match CPU fp32</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
+            if rows
+            else ""
+        )
+    )
+
+
 def _compat(r: RecipeReport) -> str:
     """The manifest's compat entries: each older system the build was proven on, and with what."""
     rows = []
@@ -456,6 +502,7 @@ def render(reports: list[RecipeReport], bench_html: str = "") -> str:
             f"<h3>Artifacts</h3>{_previous_note(r)}{_artifacts(r)}"
             f"<h3>Build steps, in the order they ran</h3>{_build_facts(r)}"
             f"<h3>Smoke matrix</h3>{_smoke_matrix(r)}"
+            f"<h3>On a device</h3>{_device_proof(r)}"
             f"<h3>Older systems</h3>{_compat(r)}"
             f"<h3>Published</h3>{_published(r)}"
             f"<h3>What takes the space in the wheel (uncompressed)</h3>"

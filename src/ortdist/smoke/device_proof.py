@@ -41,6 +41,7 @@ from .wheelinfo import read_wheel
 
 MANIFEST = "manifest.json"
 RESULT = "device-proof.json"
+FILED = f"device-proof/{RESULT}"  # under dist/<recipe>/: what `accept` files and the report reads
 # The lent machine takes the working tree and the carried paths up to 64 MiB together; the bundle
 # leaves the rest of the tree (the project's own files, about 2 MiB) its room.
 BUNDLE_LIMIT = 60 * 1024 * 1024
@@ -395,7 +396,7 @@ def accept(result_dir: Path, recipe_dist: Path) -> Path:
             where=str(source),
             fix="rebuilding changed the wheel: prepare, run and accept the proof again",
         )
-    dest = recipe_dist / "device-proof"
+    dest = (recipe_dist / FILED).parent
     dest.mkdir(parents=True, exist_ok=True)
     for name in (RESULT, "device-proof.log"):
         if (result_dir / name).is_file():

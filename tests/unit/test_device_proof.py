@@ -1,0 +1,196 @@
+"""The device proof's pure parts and its bundle: what travels, how a run is judged, what is filed."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ortdist.bench import realsize
+from ortdist.errors import CheckError
+from ortdist.fsutil import sha256_file
+from ortdist.paths import Cache
+from ortdist.smoke import device_proof
+from ortdist.smoke.run_suite import NODE_TESTS_DIR
+
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+
+
+def fake_wheel(directory: Path, eps: list[tuple[str, str]], python: str = "312") -> Path:
+    """A wheel with ortdist's build record claiming ``eps`` (name, provider)."""
+    path = directory / f"onnxruntime_gpu-1.21.0-cp{python}-cp{python}-manylinux_2_17_x86_64.whl"
+    record = {"recipe": "cuda13-linux", "execution_providers": [{"name": n, "provider": p} for n, p in eps]}
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("onnxruntime_gpu-1.21.0.dist-info/METADATA", "Name: onnxruntime-gpu\nVersion: 1.21.0\n")
+        zf.writestr("onnxruntime_gpu-1.21.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+        zf.writestr("onnxruntime/ortdist_build.json", json.dumps(record))
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Cache:
+    """A cache whose node tests are already converted: two tests (the converter's output layout)."""
+    cache = Cache(root=tmp_path / "cache")
+    node = cache.root / "smoke" / NODE_TESTS_DIR
+    for name in ("test_add", "test_relu"):
+        (node / name).mkdir(parents=True)
+        (node / name / "model.onnx").write_bytes(b"model")
+        (node / name / "data.npz").write_bytes(b"data")
+    (node / "skipped.json").write_text(json.dumps({"test_optional": "non-tensor"}))
+    return cache
+
+
+def test_the_bundle_holds_the_wheel_and_a_runner_plan_with_relative_paths(tmp_path: Path, cache: Cache) -> None:
+    wheel = fake_wheel(tmp_path, [("cpu", CPU), ("cuda", CUDA)])
+    bundle = tmp_path / "bundle"
+    manifest = device_proof.prepare(wheel, bundle, cache, "cuda13-linux")
+    assert manifest["wheel_sha256"] == sha256_file(bundle / wheel.name) == sha256_file(wheel)
+    assert manifest["device_providers"] == [CUDA] and manifest["node_tests_skipped_by_converter"] == 1
+    assert json.loads((bundle / device_proof.MANIFEST).read_text())["python"] == "3.12"
+    plan = json.loads((bundle / "smoke" / "plan.json").read_text())
+    cases = plan["cases"]
+    # every path is relative to the runner's directory, so the bundle runs wherever it lands
+    assert all(not Path(c["model"]).is_absolute() and (bundle / "smoke" / c["model"]).is_file() for c in cases)
+    cuda_models = {c["name"]: c["must_take"] for c in cases if c["provider"] == CUDA and c["suite"] == "model"}
+    assert cuda_models["cnn"] == "all" and cuda_models["control_flow"] == "none"
+    node = {(c["provider"], c["name"]) for c in cases if c["suite"] == "node"}
+    assert node == {(p, n) for p in (CPU, CUDA) for n in ("test_add", "test_relu")}
+    assert plan["devices"][CUDA]["runtime"][0] == "libcudart.so.13"
+    assert {p.name for p in (bundle / "latency").iterdir()} == {"latency.py", "runner.py", "proof.py"}
+
+
+def test_a_wheel_without_a_device_ep_has_nothing_to_prove(tmp_path: Path, cache: Cache) -> None:
+    wheel = fake_wheel(tmp_path, [("cpu", CPU)])
+    with pytest.raises(CheckError, match="none of them needs a device"):
+        device_proof.prepare(wheel, tmp_path / "bundle", cache, "cpu-linux")
+    assert not (tmp_path / "bundle").exists()
+
+
+def test_a_bundle_over_the_transfer_limit_is_refused_and_removed(
+    tmp_path: Path, cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(device_proof, "BUNDLE_LIMIT", 1000)
+    with pytest.raises(CheckError, match="over the 0 MiB the device machine takes") as caught:
+        device_proof.prepare(fake_wheel(tmp_path, [("cuda", CUDA)]), tmp_path / "bundle", cache, "cuda13-linux")
+    assert "fewer CUDA architectures" in str(caught.value.fix)
+    assert not (tmp_path / "bundle").exists()
+
+
+def test_pick_wheel_names_what_is_there(tmp_path: Path) -> None:
+    fake_wheel(tmp_path, [("cuda", CUDA)], python="313")
+    with pytest.raises(CheckError, match=r"expected one cp312 wheel .* found 0 \(wheels there: onnxruntime_gpu"):
+        device_proof.pick_wheel(tmp_path, "3.12")
+    assert device_proof.pick_wheel(tmp_path, "3.13").name.endswith("cp313-cp313-manylinux_2_17_x86_64.whl")
+
+
+def case(provider: str, status: str, **more: Any) -> dict[str, Any]:
+    return {"suite": "model", "name": "cnn", "provider": provider, "must_take": "all", "status": status, **more}
+
+
+MANIFEST = {"recipe": "cuda13-linux", "claimed": [CPU, CUDA], "node_tests_skipped_by_converter": 0}
+RECORD = {"recipe": "cuda13-linux"}
+OK = {"outputs_ok": True, "max_abs_err": 0.0, "share": 1.0}
+
+
+def test_a_device_case_skipped_for_want_of_a_gpu_fails_the_proof() -> None:
+    result = {
+        "version": "1.21.0",
+        "record": RECORD,
+        "available_providers": [CUDA, CPU],
+        "cases": [
+            case(CPU, "ok", placement={"conv": CPU}, **OK),
+            case(CUDA, "no_device", reason="no GPU (cudaGetDeviceCount: 100, no CUDA-capable device is detected)"),
+        ],
+    }
+    report = device_proof._judge(MANIFEST, result)
+    assert not report["passed"]
+    failed = [m for m in report["models"] if not m["passed"]]
+    assert [m["provider"] for m in failed] == [CUDA] and "--require-device" in failed[0]["message"]
+
+
+def test_every_model_on_its_ep_passes_and_node_tests_are_counted_per_ep() -> None:
+    node = [
+        {"suite": "node", "name": "test_add", "provider": p, "status": "ok", "outputs_ok": ok}
+        for p, ok in ((CPU, True), (CUDA, True))
+    ] + [{"suite": "node", "name": "test_relu", "provider": CUDA, "status": "error", "error": "boom"}]
+    result = {
+        "version": "1.21.0",
+        "record": RECORD,
+        "available_providers": [CUDA, CPU],
+        "cases": [case(CPU, "ok", placement={"c": CPU}, **OK), case(CUDA, "ok", placement={"c": CUDA}, **OK), *node],
+    }
+    report = device_proof._judge(MANIFEST, result)
+    assert report["passed"], report["models"]
+    assert report["node_tests"] == {CPU: {"passed": 1, "failed": 0}, CUDA: {"passed": 1, "failed": 1}}
+    assert report["node_test_failures"][CUDA] == ["test_relu"]
+
+
+def test_the_machines_own_onnxruntime_is_not_the_wheel() -> None:
+    result = {"version": "1.30.0", "record": None, "cases": [case(CUDA, "ok", placement={"c": CUDA}, **OK)]}
+    report = device_proof._judge(MANIFEST, result)
+    assert not report["passed"] and "another onnxruntime (1.30.0)" in report["models"][0]["message"]
+
+
+def test_outputs_are_compared_relative_to_the_largest_reference_value() -> None:
+    want = [np.array([100.0, -50.0]), np.array([1.0])]
+    assert device_proof.compare_outputs([np.array([100.5, -50.0]), np.array([1.0])], want) == pytest.approx(0.005)
+    assert device_proof.compare_outputs([np.array([100.0, -50.0]), np.array([1.25])], want) == pytest.approx(0.25)
+    with pytest.raises(ValueError):  # a missing output is not a match
+        device_proof.compare_outputs([np.array([100.0, -50.0])], want)
+
+
+def test_the_fp16_variant_has_no_float32_left_and_stays_a_valid_model() -> None:
+    import onnx
+    from onnx import TensorProto
+
+    for model in (
+        realsize.resnet(blocks=(1,), width=4, image=16, classes=3),
+        realsize.bert(layers=1, hidden=8, heads=2, ffn=16, seq=4, vocab=10),
+    ):
+        half = realsize.half(model)
+        graph = half.model.graph
+        assert half.name == f"{model.name}_fp16"
+        assert all(i.data_type != TensorProto.FLOAT for i in graph.initializer)
+        assert any(i.data_type == TensorProto.FLOAT16 for i in graph.initializer)
+        assert all(v.type.tensor_type.elem_type != TensorProto.FLOAT for v in (*graph.input, *graph.output))
+        assert graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT16
+        assert all(a.dtype != np.float32 for a in half.inputs.values())
+        onnx.checker.check_model(half.model, full_check=True)
+        # the float model is untouched
+        assert model.model.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT
+
+
+def proof_of(wheel: Path) -> dict[str, Any]:
+    return {"wheel": wheel.name, "wheel_sha256": sha256_file(wheel), "passed": True}
+
+
+def test_accept_files_the_proof_of_the_dist_wheel(tmp_path: Path) -> None:
+    dist = tmp_path / "dist" / "cuda13-linux"
+    dist.mkdir(parents=True)
+    wheel = fake_wheel(dist, [("cuda", CUDA)])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / device_proof.RESULT).write_text(json.dumps(proof_of(wheel)))
+    (run / "device-proof.log").write_text("log")
+    filed = device_proof.accept(run, dist)
+    assert filed == dist / device_proof.FILED and json.loads(filed.read_text())["passed"]
+    assert (filed.parent / "device-proof.log").read_text() == "log"
+
+
+def test_accept_refuses_a_proof_of_other_bytes(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    wheel = fake_wheel(dist, [("cuda", CUDA)])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / device_proof.RESULT).write_text(json.dumps(proof_of(wheel) | {"wheel_sha256": "0" * 64}))
+    with pytest.raises(CheckError, match=r"which .* does not hold"):
+        device_proof.accept(run, dist)
+    assert not (dist / "device-proof").exists()
+    with pytest.raises(CheckError, match=r"no device-proof\.json"):
+        device_proof.accept(tmp_path, dist)
