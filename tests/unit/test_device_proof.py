@@ -52,10 +52,13 @@ def test_the_bundle_holds_the_wheel_and_a_runner_plan_with_relative_paths(tmp_pa
     assert manifest["wheel_sha256"] == sha256_file(bundle / wheel.name) == sha256_file(wheel)
     assert manifest["device_providers"] == [CUDA] and manifest["node_tests_skipped_by_converter"] == 1
     assert json.loads((bundle / device_proof.MANIFEST).read_text())["python"] == "3.12"
-    plan = json.loads((bundle / "smoke" / "plan.json").read_text())
+    with zipfile.ZipFile(bundle / device_proof.SMOKE_ZIP) as archive:
+        members = set(archive.namelist())
+        plan = json.loads(archive.read("plan.json"))
+    assert {"runner.py", "proof.py"} <= members and not (bundle / "smoke").exists()
     cases = plan["cases"]
-    # every path is relative to the runner's directory, so the bundle runs wherever it lands
-    assert all(not Path(c["model"]).is_absolute() and (bundle / "smoke" / c["model"]).is_file() for c in cases)
+    # every path is relative to the runner's directory, so the bundle runs wherever it is unpacked
+    assert all(not Path(c["model"]).is_absolute() and Path(c["model"]).as_posix() in members for c in cases)
     cuda_models = {c["name"]: c["must_take"] for c in cases if c["provider"] == CUDA and c["suite"] == "model"}
     assert cuda_models["cnn"] == "all" and cuda_models["control_flow"] == "none"
     node = {(c["provider"], c["name"]) for c in cases if c["suite"] == "node"}

@@ -23,7 +23,7 @@ def main(plan_path: str, result_path: str) -> int:
 
     plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
     Path("outputs").mkdir(exist_ok=True)
-    result: dict[str, Any] = {"version": ort.__version__, "models": {}}
+    result: dict[str, Any] = {"version": ort.__version__, "models": {}, "session_providers": {}, "errors": {}}
     for case in plan["models"]:
         # The providers a user would pass (the EP first, CPU as fallback); the CPU EP alone by default.
         providers = case.get("providers", ["CPUExecutionProvider"])
@@ -31,15 +31,22 @@ def main(plan_path: str, result_path: str) -> int:
         inputs = {name: data[name] for name in data.files}
         options = ort.SessionOptions()
         options.intra_op_num_threads = plan["threads"][0]
-        session = ort.InferenceSession(case["model"], options, providers=providers)
-        names = [o.name for o in session.get_outputs()]
-        np.savez(Path("outputs") / (case["name"] + ".npz"), *session.run(names, inputs))
-        del session
-        timing = {"warmup": plan["warmup"], "runs": plan["runs"]}
-        result["models"][case["name"]] = {
-            str(threads): measure_latency(ort, case["model"], providers, inputs, names, {**timing, "threads": threads})
-            for threads in plan["threads"]
-        }
+        try:
+            session = ort.InferenceSession(case["model"], options, providers=providers)
+            # What the session registered: an EP that failed to start is missing here (ORT fell back).
+            result["session_providers"][case["name"]] = session.get_providers()
+            names = [o.name for o in session.get_outputs()]
+            np.savez(Path("outputs") / (case["name"] + ".npz"), *session.run(names, inputs))
+            del session
+            timing = {"warmup": plan["warmup"], "runs": plan["runs"]}
+            result["models"][case["name"]] = {
+                str(t): measure_latency(ort, case["model"], providers, inputs, names, {**timing, "threads": t})
+                for t in plan["threads"]
+            }
+        except Exception as exc:  # ORT's own errors: one model's failure is that row's result
+            if not plan.get("record_errors"):
+                raise
+            result["errors"][case["name"]] = f"{type(exc).__name__}: {exc}"[:500]
     Path(result_path).write_text(json.dumps(result), encoding="utf-8")
     return 0
 

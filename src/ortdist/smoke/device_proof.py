@@ -4,7 +4,8 @@ nothing but its own Python, numpy and onnx.
 Three steps, so the lent minutes go to running and nothing else:
 
 - ``prepare`` (the build machine): a bundle directory holding the wheel, the smoke runner with the
-  reference models and ONNX's node tests (converted here, with onnx 1.17), and the latency script.
+  reference models and ONNX's node tests (converted here, with onnx 1.17; one zip), and the latency
+  script.
   It travels with the working tree, so it must stay under the transfer limit.
 - ``run`` (the lent machine): installs the wheel with pip, no index and no dependencies (the
   machine's numpy is used); runs the runner on every case; judges it with the smoke suite's own
@@ -24,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,6 +42,9 @@ from .suite import Verdict, device_probes, judge, node_test_outcomes
 from .wheelinfo import read_wheel
 
 MANIFEST = "manifest.json"
+# The runner, its plan, the reference models and the node tests, deflated: numpy's .npz files are
+# stored uncompressed, and the node tests shrink from 14 to 7 MB beside a 50 MB wheel.
+SMOKE_ZIP = "smoke.zip"
 RESULT = "device-proof.json"
 FILED = f"device-proof/{RESULT}"  # under dist/<recipe>/: what `accept` files and the report reads
 # The lent machine takes the working tree and the carried paths up to 64 MiB together; the bundle
@@ -102,6 +107,10 @@ def prepare(wheel: Path, bundle: Path, cache: Cache, recipe: str) -> dict[str, A
     files = write_reference_models(smoke, here)
     node_files, node_skipped = _node_files(cache, smoke, here)
     write_runner(smoke, claimed, files + node_files)
+    with zipfile.ZipFile(bundle / SMOKE_ZIP, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(smoke.rglob("*")):
+            archive.write(path, path.relative_to(smoke).as_posix())
+    remove_tree(smoke)
     timing = bundle / "latency"
     timing.mkdir()
     package = Path(__file__).parent
@@ -223,7 +232,7 @@ def _timing_plan(workdir: Path, providers: list[str], threads: int, warmup: int,
                         "summary": variant.summary,
                     }
                 )
-    plan = {"models": cases, "threads": [threads], "warmup": warmup, "runs": runs}
+    plan = {"models": cases, "threads": [threads], "warmup": warmup, "runs": runs, "record_errors": True}
     (workdir / "plan.json").write_text(json.dumps(plan, indent=1), encoding="utf-8")
     return cases
 
@@ -245,7 +254,8 @@ def _run_timing(workdir: Path, site: Path, cases: list[dict[str, Any]], log: Tex
     )
     if code != 0 or not (workdir / "result.json").is_file():
         raise CheckError(f"the latency script failed (exit {code})", fix="see the log")
-    measured = json.loads((workdir / "result.json").read_text(encoding="utf-8"))["models"]
+    result = json.loads((workdir / "result.json").read_text(encoding="utf-8"))
+    measured, errors, registered = result["models"], result.get("errors", {}), result.get("session_providers", {})
 
     def outputs(name: str) -> list[np.ndarray[Any, Any]]:
         with np.load(workdir / "outputs" / f"{name}.npz") as data:
@@ -254,16 +264,24 @@ def _run_timing(workdir: Path, site: Path, cases: list[dict[str, Any]], log: Tex
     rows = []
     for case in cases:
         reference = f"{case['base']}@{CPU_PROVIDER}"
-        row = {k: case[k] for k in ("name", "base", "variant", "provider", "summary")}
-        row["median_ms"] = round(next(iter(measured[case["name"]].values())), 3)
-        if case["name"] != reference:
-            error = compare_outputs(outputs(case["name"]), outputs(reference))
-            limit = FP16_RELATIVE if case["variant"].endswith("_fp16") else FP32_RELATIVE
-            row |= {"max_relative_error": error, "tolerance": limit, "matches_cpu": error <= limit}
+        row: dict[str, Any] = {k: case[k] for k in ("name", "base", "variant", "provider", "summary")}
+        row["session_providers"] = registered.get(case["name"], [])
+        if case["name"] in errors:
+            row |= {"error": errors[case["name"]], "median_ms": None, "matches_cpu": False}
+        elif case["provider"] not in row["session_providers"]:
+            # ORT dropped the EP and ran on the CPU: a timing of the wrong thing.
+            row |= {"error": f"the session runs on {row['session_providers']}", "median_ms": None, "matches_cpu": False}
+        else:
+            row["median_ms"] = round(next(iter(measured[case["name"]].values())), 3)
+            if case["name"] != reference and reference not in errors:
+                error = compare_outputs(outputs(case["name"]), outputs(reference))
+                limit = FP16_RELATIVE if case["variant"].endswith("_fp16") else FP32_RELATIVE
+                row |= {"max_relative_error": error, "tolerance": limit, "matches_cpu": error <= limit}
         rows.append(row)
     for row in rows:
         cpu = next(r for r in rows if r["base"] == row["base"] and r["provider"] == CPU_PROVIDER)
-        row["speedup_vs_cpu"] = round(cpu["median_ms"] / row["median_ms"], 2) if row["median_ms"] else None
+        both = row["median_ms"] and cpu["median_ms"]
+        row["speedup_vs_cpu"] = round(cpu["median_ms"] / row["median_ms"], 2) if both else None
     return rows
 
 
@@ -291,7 +309,8 @@ def run(bundle: Path, out: Path, *, timing: bool = True, warmup: int = WARMUP, r
             t0 = time.monotonic()
             _install(wheel, site, log)
             install_s = time.monotonic() - t0
-            shutil.copytree(bundle / "smoke", work / "smoke")
+            with zipfile.ZipFile(bundle / SMOKE_ZIP) as archive:
+                archive.extractall(work / "smoke")
             t0 = time.monotonic()
             result = _run_smoke(work / "smoke", site, log)
             smoke_s = time.monotonic() - t0
@@ -374,7 +393,10 @@ def summary(proof: dict[str, Any]) -> str:
             f"latency (median of {proof['latency']['runs']} runs, CPU EP on {proof['latency']['threads']} threads):"
         )
         for r in rows:
-            check = "" if "matches_cpu" not in r else f"  rel. error vs CPU fp32 {r['max_relative_error']:.1e}"
+            if r.get("error"):
+                lines.append(f"  {r['variant']:<16} {r['provider']:<26} FAILED: {r['error']}")
+                continue
+            check = "" if "max_relative_error" not in r else f"  rel. error vs CPU fp32 {r['max_relative_error']:.1e}"
             lines.append(
                 f"  {r['variant']:<16} {r['provider']:<26} {r['median_ms']:>9.2f} ms  x{r['speedup_vs_cpu']}{check}"
             )
