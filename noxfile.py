@@ -110,6 +110,15 @@ def smoke(session: nox.Session) -> None:
     session.run("ortdist", "smoke", *session.posargs)
 
 
+@nox.session(name="device-proof", default=False)
+def device_proof(session: nox.Session) -> None:
+    """Prepare a GPU wheel's proof for a lent machine: -- RECIPE [--python 3.12]; prints the command to run there."""
+    if not session.posargs:
+        session.error("usage: nox -s device-proof -- RECIPE [--python X.Y]")
+    _install_ortdist(session)
+    session.run("ortdist", "device-proof", "prepare", *session.posargs)
+
+
 @nox.session(default=False)
 def publish(session: nox.Session) -> None:
     """Upload a recipe's smoke-tested wheels, then install them back: -- RECIPE --repository-url URL [--skip-existing].

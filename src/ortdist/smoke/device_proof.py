@@ -184,6 +184,32 @@ def _install(wheel: Path, site: Path, log: TextIO) -> None:
         )
 
 
+def _libraries_from(site: Path, library: str, log: TextIO) -> str:
+    """Where the EP library's vendor libraries come from: the system's loader path, else this
+    Python's own NVIDIA wheels (site-packages/nvidia, as `pip install <wheel>[cuda,cudnn]` puts
+    them), which the library's RUNPATH ($ORIGIN/../../nvidia/...) then finds through a link."""
+    import ctypes
+    import site as site_module
+
+    path = site / "onnxruntime" / "capi" / library
+    try:
+        ctypes.CDLL(str(path))
+        return "the system's (the loader's search path)"
+    except OSError as exc:
+        first = str(exc)
+    _say(log, f"{library} does not load from the system's libraries: {first}")
+    for packages in site_module.getsitepackages():
+        wheels = Path(packages) / "nvidia"
+        if wheels.is_dir():
+            (site / "nvidia").symlink_to(wheels)
+            try:
+                ctypes.CDLL(str(path))
+            except OSError as exc:
+                return f"none: {first}; with {wheels} either: {exc}"
+            return f"this Python's NVIDIA wheels ({wheels}), as the [cuda,cudnn] extras install them"
+    return f"none: {first}"
+
+
 def _python_env(site: Path) -> dict[str, str]:
     """The wheel first on the path: a machine's own onnxruntime (if any) stays behind it."""
     return {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1"}
@@ -309,6 +335,10 @@ def run(bundle: Path, out: Path, *, timing: bool = True, warmup: int = WARMUP, r
             t0 = time.monotonic()
             _install(wheel, site, log)
             install_s = time.monotonic() - t0
+            libraries = {
+                provider: _libraries_from(site, facts["library"], log)
+                for provider, facts in device_probes(manifest["device_providers"]).items()
+            }
             with zipfile.ZipFile(bundle / SMOKE_ZIP) as archive:
                 archive.extractall(work / "smoke")
             t0 = time.monotonic()
@@ -328,6 +358,7 @@ def run(bundle: Path, out: Path, *, timing: bool = True, warmup: int = WARMUP, r
             proof = {
                 **{k: manifest[k] for k in ("recipe", "wheel", "wheel_sha256", "python", "claimed")},
                 "machine": machine,
+                "vendor_libraries": libraries,
                 **report,
                 "latency": {"threads": os.cpu_count(), "warmup": warmup, "runs": runs, "rows": rows},
                 "seconds": {
@@ -376,6 +407,7 @@ def summary(proof: dict[str, Any]) -> str:
     """The proof as a few plain tables, for a terminal and the closing note."""
     lines = [
         f"wheel {proof['wheel']} (onnxruntime {proof.get('version')}) on {', '.join(proof['machine']['gpus']) or '?'}",
+        *(f"{p} libraries: {where}" for p, where in proof.get("vendor_libraries", {}).items()),
         f"{'model':<16} {'provider':<26} {'result':<6} detail",
     ]
     for m in proof["models"]:
