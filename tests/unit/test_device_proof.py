@@ -197,3 +197,30 @@ def test_accept_refuses_a_proof_of_other_bytes(tmp_path: Path) -> None:
     assert not (dist / "device-proof").exists()
     with pytest.raises(CheckError, match=r"no device-proof\.json"):
         device_proof.accept(tmp_path, dist)
+
+
+def test_the_cli_prepares_from_dist_and_says_what_to_run_there(
+    project: Path, tmp_path: Path, cache: Cache, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ortdist import cli
+
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(Cache, "default", staticmethod(lambda: cache))
+    monkeypatch.setattr(cli, "DEVICE_BUNDLE", str(tmp_path / "bundle"))
+    dist = tmp_path / "dist"
+    assert cli.main(["device-proof", "prepare", "cuda13-linux", "--dist", str(dist)]) == CheckError.exit_code
+    assert "expected one cp312 wheel" in capsys.readouterr().err
+    (dist / "cuda13-linux").mkdir(parents=True)
+    fake_wheel(dist / "cuda13-linux", [("cpu", CPU), ("cuda", CUDA)])
+    assert cli.main(["device-proof", "prepare", "cuda13-linux", "--dist", str(dist)]) == 0
+    said = capsys.readouterr().out
+    assert "python3 -m ortdist device-proof run" in said and "accept cuda13-linux" in said
+    assert (tmp_path / "bundle" / device_proof.MANIFEST).is_file()
+
+
+def test_a_bundle_for_another_python_is_refused_before_anything_runs(tmp_path: Path, cache: Cache) -> None:
+    bundle = tmp_path / "bundle"
+    device_proof.prepare(fake_wheel(tmp_path, [("cuda", CUDA)], python="39"), bundle, cache, "cuda13-linux")
+    with pytest.raises(CheckError, match=r"the bundle's wheel is for CPython 3\.9"):
+        device_proof.run(bundle, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
