@@ -11,10 +11,7 @@ force the build); from then on a run re-checks the packaging and the suite in mi
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import zipfile
 from email.parser import Parser
 from pathlib import Path
@@ -27,6 +24,8 @@ from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.smoke.suite import expectations
 from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
+
+from . import build_recipe
 
 PROJECT = Path(__file__).resolve().parents[2]
 CUDA = "CUDAExecutionProvider"
@@ -44,17 +43,7 @@ VENDOR_LIBRARIES = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     dist = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ortdist", "build", "cuda-linux", "--dist", str(dist)],
-        cwd=PROJECT,
-        text=True,
-        capture_output=True,
-        check=False,
-    )
-    print(proc.stderr[-4000:], file=sys.stderr)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    out = dist / "cuda-linux"
-    manifest = json.loads((out / "manifest.json").read_text())
+    out, manifest = build_recipe("cuda-linux", dist)
     (entry,) = [a for a in manifest["artifacts"] if a["kind"] == "wheel"]
     return out / str(entry["path"]), manifest
 

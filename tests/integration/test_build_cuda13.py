@@ -34,6 +34,8 @@ from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
 from ortdist.wheel.repair import required_glibc
 
+from . import build_recipe
+
 PROJECT = Path(__file__).resolve().parents[2]
 RECIPE = "cuda13-linux"
 CUDA = "CUDAExecutionProvider"
@@ -62,17 +64,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     dist = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ortdist", "build", RECIPE, "--dist", str(dist)],
-        cwd=PROJECT,
-        text=True,
-        capture_output=True,
-        check=False,
-    )
-    print(proc.stderr[-4000:], file=sys.stderr)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    out = dist / RECIPE
-    return out, json.loads((out / "manifest.json").read_text())
+    return build_recipe(RECIPE, dist)
 
 
 def wheels_of(built: tuple[Path, dict[str, Any]]) -> dict[str, Path]:

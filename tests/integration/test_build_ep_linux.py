@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,8 @@ from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.smoke.suite import expectations
 from ortdist.toolchains import load_toolchain, make_toolchain
 from smoke_helpers import expected_smoke_environment
+
+from . import build_recipe
 
 pytestmark = [
     pytest.mark.integration,
@@ -79,16 +79,8 @@ def built(
 ) -> tuple[EpCase, Path, dict[str, Any]]:
     case: EpCase = request.param
     dist = tmp_path_factory.mktemp(f"dist-{case.recipe}")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ortdist", "build", case.recipe, "--dist", str(dist)],
-        cwd=PROJECT,
-        text=True,
-        capture_output=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-5000:]
-    out = dist / case.recipe
-    return case, out, json.loads((out / "manifest.json").read_text())
+    out, manifest = build_recipe(case.recipe, dist)
+    return case, out, manifest
 
 
 def test_wheel_is_named_and_packaged_for_its_ep(built: tuple[EpCase, Path, dict[str, Any]]) -> None:

@@ -7,11 +7,9 @@ outside its operators is refused with NOT_IMPLEMENTED)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -24,26 +22,14 @@ from ortdist.paths import Cache
 from ortdist.smoke.models import BUILDERS, tolerances
 from ortdist.toolchains import Bind, load_toolchain, make_toolchain
 
+from . import build_recipe
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
 ]
 PROJECT = Path(__file__).resolve().parents[2]
 C_RUNTIME = ("libc.so", "libm.so", "ld-linux")
-
-
-def build(recipe: str, dist: Path) -> tuple[Path, dict[str, Any]]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "ortdist", "build", recipe, "--dist", str(dist)],
-        cwd=PROJECT,
-        text=True,
-        capture_output=True,
-        check=False,
-    )
-    print(proc.stderr[-4000:], file=sys.stderr)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    out = dist / recipe
-    return out, json.loads((out / "manifest.json").read_text())
 
 
 @pytest.fixture(
@@ -54,7 +40,7 @@ def build(recipe: str, dist: Path) -> tuple[Path, dict[str, Any]]:
     ],
 )
 def slim(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    return build(request.param, tmp_path_factory.mktemp("dist"))
+    return build_recipe(request.param, tmp_path_factory.mktemp("dist"))
 
 
 def artifact(out: Path, manifest: dict[str, Any], kind: str) -> Path:
