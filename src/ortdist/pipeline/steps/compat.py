@@ -9,8 +9,9 @@ verified like the clean root), and in it one check, every command without a netw
   from there and libc from the root; the program runs the reference model and its outputs are
   compared with the reference, as the c_smoke step compares them.
 - ``wheel``: the root's own CPython makes a venv, installs the build's wheel for that version
-  with ``--no-index`` from the wheelhouse the check step fills (numpy), and runs the smoke
-  suite's reference models (no ONNX node tests) on every EP the build claims.
+  with every extra it declares (a CUDA wheel's NVIDIA libraries) with ``--no-index`` from the
+  wheelhouse, and runs the smoke suite's reference models (no ONNX node tests) on every EP the
+  build claims: an EP whose device the machine lacks is skipped only after its library loaded.
 
 What each root is needed for is checked before the first root is made. A failure is one
 CheckError naming the root, what failed, its log (logs/compat-<name>.log) and a fix.
@@ -24,6 +25,7 @@ verifying each root's content included).
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -203,7 +205,7 @@ def check_wheel(ctx: BuildContext, check: Check, wheel: Path) -> dict[str, Any]:
             f"{interpreter} -m venv {IN_ROOT_COMPAT_VENV} && "
             f"{IN_ROOT_COMPAT_VENV}/bin/python -m pip install --quiet --no-compile --no-index "
             f"--find-links {IN_ROOT_WHEELHOUSE} "
-            f"{IN_ROOT_COMPAT_WHEEL}/{wheel.name}",
+            f"{shlex.quote(f'{IN_ROOT_COMPAT_WHEEL}/{info.install_spec}')}",
             WHEEL_ENV,
         )
         if code != 0:
