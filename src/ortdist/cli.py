@@ -14,7 +14,7 @@ from . import __version__, children, pipeline, registry, sources
 from .bench import PARTS
 from .compiler_cache import CACHES
 from .errors import ModelError, OrtdistError, PatchError, PublishError
-from .fsutil import atomic_write_text, check_output_dir, check_output_file
+from .fsutil import allow_removals_under, atomic_write_text, check_output_dir, check_output_file
 from .log import NORMAL, QUIET, VERBOSE, log
 from .patches import apply_series, read_series
 from .paths import Cache, project_root
@@ -230,13 +230,14 @@ def cmd_device_proof(args: argparse.Namespace) -> int:
     recipe_dist = (Path(args.dist) if args.dist else project / "dist") / plan.recipe.name
     if args.action == "prepare":
         wheel = device_proof.pick_wheel(recipe_dist, args.python)
-        bundle = project / DEVICE_BUNDLE
+        allow_removals_under(project / DEVICE_BUNDLE)  # ortdist's own folder: prepare replaces a bundle whole
+        bundle = project / DEVICE_BUNDLE / plan.recipe.name
         manifest = device_proof.prepare(wheel, bundle, Cache.default(), plan.recipe.name)
         print(
             f"ortdist: {bundle} ({manifest['bundle_bytes'] / 2**20:.1f} MiB): {wheel.name}, the reference models and "
             f"ONNX's node tests on {', '.join(manifest['device_providers'])} and the CPU EP\n"
             f"on the GPU machine, in this project's root (no network; its python{args.python}, numpy and onnx):\n"
-            f"  PYTHONPATH=src python3 -m ortdist device-proof run {DEVICE_BUNDLE} --out <folder>\n"
+            f"  PYTHONPATH=src python3 -m ortdist device-proof run {DEVICE_BUNDLE}/{plan.recipe.name} --out <folder>\n"
             f"then here: ortdist device-proof accept {plan.recipe.name} <folder>"
         )
         return 0
@@ -513,12 +514,14 @@ def parser() -> argparse.ArgumentParser:
         help="prove a GPU wheel on a lent machine without network: prepare here, run there, accept here",
     )
     dps = dp.add_subparsers(dest="action", required=True)
-    dpp = dps.add_parser("prepare", help=f"write {DEVICE_BUNDLE}/: the wheel, the smoke runner, models and node tests")
+    dpp = dps.add_parser(
+        "prepare", help=f"write {DEVICE_BUNDLE}/<recipe>/: the wheel, the smoke runner, models and node tests"
+    )
     dpp.add_argument("recipe", help="recipes/<name>.toml or just <name>; its wheels in <dist>/<name>/")
     dpp.add_argument("--python", default="3.12", help="the CPython of the GPU machine (default: 3.12)")
     dpp.add_argument("--dist", help="where the recipe was built (default: <project>/dist)")
     dpr = dps.add_parser("run", help="on the GPU machine: install, smoke with --require-device, node tests, latency")
-    dpr.add_argument("bundle", help=f"the prepared bundle ({DEVICE_BUNDLE})")
+    dpr.add_argument("bundle", help=f"the prepared bundle ({DEVICE_BUNDLE}/<recipe>)")
     dpr.add_argument("--out", required=True, help="folder for device-proof.json and device-proof.log")
     dpr.add_argument("--no-latency", dest="latency", action="store_false", help="skip the real-size model timing")
     dpr.add_argument("--runs", type=_count(1), default=50, help="timed runs per real-size model (median)")

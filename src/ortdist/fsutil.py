@@ -48,7 +48,7 @@ _REGISTERED_ROOTS: set[Path] = set()
 
 
 def allow_removals_under(directory: Path) -> None:
-    """Let this run delete below ``directory``: called for the recipe's dist directory only."""
+    """Let this run delete below ``directory``: the recipe's dist directory, the device-proof bundle."""
     _REGISTERED_ROOTS.add(directory.resolve())
 
 

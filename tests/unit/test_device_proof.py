@@ -215,7 +215,7 @@ def test_the_cli_prepares_from_dist_and_says_what_to_run_there(
     assert cli.main(["device-proof", "prepare", "cuda13-linux", "--dist", str(dist)]) == 0
     said = capsys.readouterr().out
     assert "python3 -m ortdist device-proof run" in said and "accept cuda13-linux" in said
-    assert (tmp_path / "bundle" / device_proof.MANIFEST).is_file()
+    assert (tmp_path / "bundle" / "cuda13-linux" / device_proof.MANIFEST).is_file()
 
 
 def test_a_bundle_for_another_python_is_refused_before_anything_runs(tmp_path: Path, cache: Cache) -> None:
