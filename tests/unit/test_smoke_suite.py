@@ -287,6 +287,11 @@ def test_smoke_facts_load_and_devices_stay_plain_objects_for_the_runner() -> Non
             "unknown model(s) ['cnm']",
         ),
         (lambda d: d["providers"]["cuda"].update(device="tpu"), "providers.cuda.device", "unknown device 'tpu'"),
+        (
+            lambda d: d["providers"]["cuda"].update(tolerances={"transformr": {"atol": 1e-3, "rtol": 0.0}}),
+            "providers.cuda.tolerances",
+            "unknown model(s) ['transformr']",
+        ),
         (lambda d: d["providers"]["xnnpack"].update(device="cuda"), "providers.xnnpack.device", "provider_library"),
         (lambda d: d["devices"]["cuda"].pop("count"), "devices.cuda", "missing required key(s) ['count']"),
         (lambda d: d["models"]["cnn"].update(atol="1e-4"), "models.cnn.atol", "must be a number"),
@@ -299,3 +304,14 @@ def test_bad_smoke_facts_are_refused(mutate: Any, key: str, message: str) -> Non
         parse_smoke_facts(data)
     assert message in str(info.value)
     assert info.value.where == f"ortdist/data/smoke.toml key '{key}'"
+
+
+def test_an_ep_tolerance_replaces_the_models_own_for_that_ep_only() -> None:
+    """CUDA's TF32 float32 MatMuls get the looser tolerance smoke.toml gives them; the CPU EP keeps
+    the model's own, and a model the EP has no entry for keeps it on every EP."""
+    files = [ModelFiles("model", n, f"{n}.onnx", f"{n}.npz", 1e-4, 1e-4) for n in ("transformer", "cnn")]
+    cases, _ = plan_cases(["CPUExecutionProvider", "CUDAExecutionProvider"], files)
+    tol = {(c["provider"], c["name"]): (c["atol"], c["rtol"]) for c in cases}
+    assert tol[("CUDAExecutionProvider", "transformer")] == (5e-3, 5e-3)
+    assert tol[("CPUExecutionProvider", "transformer")] == (1e-4, 1e-4)
+    assert tol[("CUDAExecutionProvider", "cnn")] == (1e-4, 1e-4)

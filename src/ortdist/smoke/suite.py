@@ -41,6 +41,9 @@ class Expectation:
     compiles: bool = False
     note: str = ""
     device: str = ""  # a [devices] entry: the EP's cases need that device
+    # Per model: the tolerance on this EP where its default math is less precise than float32
+    # (CUDA multiplies float32 in TF32); replaces the model's own for this EP's cases.
+    tolerances: Mapping[str, Tolerance] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def provider(self) -> str:
@@ -78,13 +81,14 @@ def parse_smoke_facts(data: dict[str, Any]) -> SmokeFacts:
             raise DataError(
                 f"unknown EP {name!r}", where=where(_ORIGIN, f"providers.{name}"), fix="use a name of providers.toml"
             )
-        unknown = sorted(set(exp.placement_models) - set(facts.models))
-        if unknown:
-            raise DataError(
-                f"unknown model(s) {unknown}",
-                where=where(_ORIGIN, f"providers.{name}.placement_models"),
-                fix=f"reference models: {', '.join(facts.models)}",
-            )
+        for key, models in (("placement_models", exp.placement_models), ("tolerances", tuple(exp.tolerances))):
+            unknown = sorted(set(models) - set(facts.models))
+            if unknown:
+                raise DataError(
+                    f"unknown model(s) {unknown}",
+                    where=where(_ORIGIN, f"providers.{name}.{key}"),
+                    fix=f"reference models: {', '.join(facts.models)}",
+                )
         if exp.device and exp.device not in facts.devices:
             raise DataError(
                 f"unknown device {exp.device!r}",
@@ -162,14 +166,15 @@ def plan_cases(claimed: list[str], files: list[ModelFiles]) -> tuple[list[dict[s
         for f in files:
             if f.suite == "model" or exp.node_tests:
                 placement_checked = f.suite == "model" and f.name in exp.placement_models
+                own = exp.tolerances.get(f.name) if f.suite == "model" else None
                 cases.append(
                     {
                         "suite": f.suite,
                         "name": f.name,
                         "model": f.model,
                         "data": f.data,
-                        "atol": f.atol,
-                        "rtol": f.rtol,
+                        "atol": own.atol if own else f.atol,
+                        "rtol": own.rtol if own else f.rtol,
                         "provider": provider,
                         "must_take": exp.must_take if placement_checked else "none",
                         "nodes": f.nodes,
