@@ -223,7 +223,9 @@ def cmd_device_proof(args: argparse.Namespace) -> int:
     from .smoke import device_proof
 
     if args.action == "run":
-        proof = device_proof.run(Path(args.bundle), Path(args.out), timing=args.latency, runs=args.runs)
+        proof = device_proof.run(
+            Path(args.bundle), Path(args.out), timing=args.latency, runs=args.runs, libraries_from=args.libraries
+        )
         return 0 if proof["passed"] else 1
     project = project_root()
     plan, _ = plan_for(args.recipe, project)
@@ -525,6 +527,13 @@ def parser() -> argparse.ArgumentParser:
     dpr.add_argument("--out", required=True, help="folder for device-proof.json and device-proof.log")
     dpr.add_argument("--no-latency", dest="latency", action="store_false", help="skip the real-size model timing")
     dpr.add_argument("--runs", type=_count(1), default=50, help="timed runs per real-size model (median)")
+    dpr.add_argument(
+        "--libraries",
+        choices=("auto", "system", "wheels"),
+        default="auto",
+        help="the CUDA/cuDNN libraries: the system's, this Python's NVIDIA wheels (as the [cuda,cudnn] extras "
+        "install them), or the system's else the wheels (default)",
+    )
     dpa = dps.add_parser("accept", help="file a run's JSON under <dist>/<recipe>/device-proof/ (the report's)")
     dpa.add_argument("recipe")
     dpa.add_argument("folder", help="the folder the run wrote (its --out)")

@@ -187,34 +187,46 @@ def _install(wheel: Path, site: Path, log: TextIO) -> None:
         )
 
 
-def _libraries_from(site: Path, library: str, log: TextIO) -> str:
-    """Where the EP library's vendor libraries come from: the system's loader path, else this
-    Python's own NVIDIA wheels (site-packages/nvidia, as `pip install <wheel>[cuda,cudnn]` puts
-    them), which the library's RUNPATH ($ORIGIN/../../nvidia/...) then finds through a link."""
+_LOADED = (
+    "import ctypes, json, onnxruntime; ctypes.CDLL({path!r}); "
+    "maps = open('/proc/self/maps').read().split(); "
+    "print(json.dumps(sorted({{p for p in maps if '/lib' in p and any(n in p for n in {names!r})}})))"
+)
+# The vendor libraries whose loaded file the JSON names (a provider may need others too).
+_NAMED = ("libcudart", "libcublas", "libcudnn.so", "libcufft", "libcurand")
+
+
+def _libraries_from(site: Path, library: str, source: str, log: TextIO) -> dict[str, Any]:
+    """Where the EP library's vendor libraries come from, and which files were loaded: the
+    system's loader path, or this Python's own NVIDIA wheels (site-packages/nvidia, where
+    `pip install <wheel>[cuda,cudnn]` puts them), linked where the library's RUNPATH
+    ($ORIGIN/../../nvidia/...) looks, which the loader searches before its cache. ``auto``: the
+    system's, else the wheels."""
     import site as site_module
 
     path = site / "onnxruntime" / "capi" / library
 
-    def load() -> str:
-        """'' when the library loads, else the loader's complaint (a fresh process each time; after
-        onnxruntime itself, whose binding exports what the provider library binds to)."""
-        script = f"import ctypes, onnxruntime; ctypes.CDLL({str(path)!r})"
+    def load() -> tuple[str, list[str]]:
+        """('' and the vendor files loaded) or (the loader's complaint, []): a fresh process each
+        time, after onnxruntime itself, whose binding exports what the provider library binds to."""
+        script = _LOADED.format(path=str(path), names=_NAMED)
         done = door.capture([sys.executable, "-c", script], env=_python_env(site), check=False)
-        return "" if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
+        if done.returncode != 0:
+            return (done.stderr.strip().splitlines() or ["?"])[-1], []
+        return "", list(json.loads(done.stdout.strip().splitlines()[-1]))
 
-    first = load()
-    if not first:
-        return "the system's (the loader's search path)"
-    _say(log, f"{library} does not load from the system's libraries: {first}")
+    first, loaded = ("", []) if source == "wheels" else load()
+    if source != "wheels" and (not first or source == "system"):
+        return {"from": "system" if not first else "none", "error": first, "loaded": loaded}
+    if first:
+        _say(log, f"{library} does not load from the system's libraries: {first}")
     for packages in site_module.getsitepackages():
         wheels = Path(packages) / "nvidia"
         if wheels.is_dir():
             (site / "nvidia").symlink_to(wheels)
-            again = load()
-            if again:
-                return f"none: {first}; with {wheels} either: {again}"
-            return f"this Python's NVIDIA wheels ({wheels}), as the [cuda,cudnn] extras install them"
-    return f"none: {first}"
+            error, loaded = load()
+            return {"from": f"wheels: {wheels}" if not error else "none", "error": error, "loaded": loaded}
+    return {"from": "none", "error": first or "this Python has no site-packages/nvidia", "loaded": []}
 
 
 def _python_env(site: Path) -> dict[str, str]:
@@ -318,7 +330,15 @@ def _run_timing(workdir: Path, site: Path, cases: list[dict[str, Any]], log: Tex
     return rows
 
 
-def run(bundle: Path, out: Path, *, timing: bool = True, warmup: int = WARMUP, runs: int = RUNS) -> dict[str, Any]:
+def run(
+    bundle: Path,
+    out: Path,
+    *,
+    timing: bool = True,
+    warmup: int = WARMUP,
+    runs: int = RUNS,
+    libraries_from: str = "auto",
+) -> dict[str, Any]:
     """The proof on this machine; writes <out>/device-proof.json (and device-proof.log)."""
     started = time.monotonic()
     manifest = json.loads((bundle / MANIFEST).read_text(encoding="utf-8"))
@@ -343,7 +363,7 @@ def run(bundle: Path, out: Path, *, timing: bool = True, warmup: int = WARMUP, r
             _install(wheel, site, log)
             install_s = time.monotonic() - t0
             libraries = {
-                provider: _libraries_from(site, facts["library"], log)
+                provider: _libraries_from(site, facts["library"], libraries_from, log)
                 for provider, facts in device_probes(manifest["device_providers"]).items()
             }
             with zipfile.ZipFile(bundle / SMOKE_ZIP) as archive:
@@ -435,7 +455,10 @@ def summary(proof: dict[str, Any]) -> str:
     """The proof as a few plain tables, for a terminal and the closing note."""
     lines = [
         f"wheel {proof['wheel']} (onnxruntime {proof.get('version')}) on {', '.join(proof['machine']['gpus']) or '?'}",
-        *(f"{p} libraries: {where}" for p, where in proof.get("vendor_libraries", {}).items()),
+        *(
+            f"{p} libraries from {v['from']}: {', '.join(v['loaded']) or v['error']}"
+            for p, v in proof.get("vendor_libraries", {}).items()
+        ),
         f"{'model':<16} {'provider':<26} {'result':<6} detail",
     ]
     for m in proof["models"]:
