@@ -96,8 +96,8 @@ def test_five_portable_wheels_with_nothing_from_cuda_grafted(
         assert f"onnxruntime/capi/{PROVIDER_LIBRARY}" in names
         assert not [n for n in names if ".libs/" in n], "nothing may be grafted"
         requires = meta.get_all("Requires-Dist") or []
-        assert any(r.startswith("nvidia-cublas>=13.0") and 'extra == "cuda"' in r for r in requires), requires
-        assert any(r.startswith("nvidia-cudnn-cu13") and 'extra == "cudnn"' in r for r in requires), requires
+        assert 'nvidia-cublas<14,>=13.0; extra == "cuda"' in requires, requires
+        assert 'nvidia-cudnn-cu13<10,>=9.14; extra == "cudnn"' in requires, requires
         assert not any("cu12" in r for r in requires), requires
     # The ELFs themselves keep the tag's promise, read from the files rather than the wheel's name.
     with zipfile.ZipFile(wheels["312"]) as zf:
