@@ -119,7 +119,7 @@ def test_a_link_to_nothing_is_refused_with_its_name(project: Path, tmp_path: Pat
         ('[ep_links.rocm]\n"a" = "b"\n', r"\[ep_links.rocm\] names an EP this toolchain has no \[ep_wheels\] for"),
         (
             "[ep_pip.rocm]\nextras = {}\nlibrary_dirs = []\n",
-            r"\[ep_pip.rocm\] names an EP this toolchain does not provide",
+            r"\[ep_pip.rocm\] names an EP this toolchain has no \[ep_packages\] or \[ep_wheels\] entry for",
         ),
         ("[ep_pip.cuda]\nextras = {}\nlibrary_dir = []\n", "did you mean 'library_dirs'"),
     ],

@@ -549,17 +549,11 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
                     where=where(str(path) + where_all, f"ep_links.{ep}"),
                     fix='e.g. "cuda/nvidia/cu13/lib/libcudart.so" = "libcudart.so.13"',
                 )
-    for ep in tc.ep_pip:
-        if ep not in (*tc.ep_packages, *tc.ep_wheels, *tc.provides):
+    provided = (*tc.ep_packages, *tc.ep_wheels, *tc.provides)
+    for table, eps in (("ep_cmake", tc.ep_cmake), ("ep_pip", tc.ep_pip)):
+        for ep in (ep for ep in eps if ep not in provided):
             raise RecipeError(
-                f"[ep_pip.{ep}] names an EP this toolchain does not provide",
-                where=str(path) + where_all,
-                fix="add the EP under [ep_packages] or [ep_wheels], or drop the section",
-            )
-    for ep in tc.ep_cmake:
-        if ep not in (*tc.ep_packages, *tc.ep_wheels, *tc.provides):
-            raise RecipeError(
-                f"[ep_cmake.{ep}] names an EP this toolchain has no [ep_packages] or [ep_wheels] entry for",
+                f"[{table}.{ep}] names an EP this toolchain has no [ep_packages] or [ep_wheels] entry for",
                 where=str(path) + where_all,
                 fix="add the EP's packages under [ep_packages] or [ep_wheels] (or name it in provides), or drop "
                 "the section",
