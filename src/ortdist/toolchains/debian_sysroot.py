@@ -387,8 +387,9 @@ class DebianSysroot:
             link.symlink_to(target)
 
     def install_ep_wheels(self, cache: Cache, root: Path, log: TextIO) -> None:
-        """Unpack each SDK wheel into <root>/opt/ortdist-wheels/<distribution> (no pip: they are
-        file trees of headers and libraries, not Python packages the root would import)."""
+        """Unpack each SDK wheel into <root>/opt/ortdist-wheels/<distribution, or its ``into``> with
+        its executable bits (no pip: they are file trees of headers, programs and libraries, not
+        Python packages the root would import), then make the [ep_links]."""
         pins = self.spec.all_wheels()
         base = root / IN_ROOT_EP_WHEELS.relative_to("/")
         for dist, wheel in self.download_ep_wheels(cache).items():
