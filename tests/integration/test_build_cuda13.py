@@ -53,6 +53,8 @@ CUDA_SONAMES = {
     "libonnxruntime_providers_shared.so",
 }
 GLIBC_LIBRARIES = {"libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0", "ld-linux-x86-64.so.2"}
+# libgcc's unwinder, shared so that one copy unwinds across the libraries (toolchains/cuda13.toml).
+SYSTEM_LIBRARIES = {*GLIBC_LIBRARIES, "libgcc_s.so.1"}
 
 pytestmark = [
     pytest.mark.integration,
@@ -108,7 +110,7 @@ def test_five_portable_wheels_with_nothing_from_cuda_grafted(
         needed, glibc = elf_facts(library)
         newest = max((tuple(int(x) for x in v[6:].split(".")) for v in glibc), default=(0,))
         assert newest <= (2, 17), (library.name, sorted(glibc))
-        allowed = GLIBC_LIBRARIES | (
+        allowed = SYSTEM_LIBRARIES | (
             CUDA_SONAMES if library.name == PROVIDER_LIBRARY else {"libonnxruntime_providers_shared.so"}
         )
         assert needed <= allowed | {"libonnxruntime.so.1"}, (library.name, sorted(needed - allowed))
@@ -202,3 +204,49 @@ print(json.dumps({"providers": ort.get_available_providers(), "loaded": loaded})
     names = {Path(p).name for p in facts["loaded"]}
     assert {"libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9"} <= names, names
     assert all(str(venv) in p for p in facts["loaded"]), facts["loaded"]
+
+
+CUDA_SESSION = """
+import ctypes, json, sys, onnxruntime as ort
+count = ctypes.c_int(0)
+ctypes.CDLL("libcudart.so.13").cudaGetDeviceCount(ctypes.byref(count))
+session = ort.InferenceSession(sys.argv[1], providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+print(json.dumps({"devices": count.value, "providers": session.get_providers()}))
+"""
+
+
+def test_asking_for_cuda_without_a_driver_falls_back_instead_of_aborting(local_index: str, tmp_path: Path) -> None:
+    """The CUDA EP that cannot start (no driver here: cudaSetDevice says 35) throws into the binding,
+    and ORT falls back to the CPU EP. With each library's own static unwinder this aborted the
+    process (SIGABRT in the binding's _Unwind_SetGR); one shared libgcc_s unwinds across them."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    alone = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    pip = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-cache-dir",
+        "--index-url",
+        local_index,
+    ]
+    subprocess.run([*pip, "onnxruntime-gpu[cuda,cudnn]==1.21.0"], env=alone, check=True)
+    from onnx import TensorProto, helper, save
+
+    x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in "xy")
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu", [x], [y])
+    save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(tmp_path / "relu.onnx")
+    )
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", CUDA_SESSION, str(tmp_path / "relu.onnx")],
+        text=True,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = ["CUDAExecutionProvider", "CPUExecutionProvider"] if facts["devices"] else ["CPUExecutionProvider"]
+    assert facts["providers"] == expected, facts
