@@ -168,24 +168,21 @@ def local_index(tmp_path: Path, built: tuple[Path, dict[str, Any]]) -> Iterator[
         server.wait(timeout=10)
 
 
+def install_from_index(index: str, venv: Path) -> Path:
+    """A fresh venv with `onnxruntime-gpu[cuda,cudnn]` from ``index`` alone: no extra index,
+    find-links or constraints of this machine's pip configuration."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    alone = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir", "--index-url", index]
+    subprocess.run([*pip, "onnxruntime-gpu[cuda,cudnn]==1.21.0"], env=alone, check=True)
+    return venv
+
+
 def test_the_extras_install_from_an_index_and_the_provider_finds_them(local_index: str, tmp_path: Path) -> None:
     """`pip install onnxruntime-gpu[cuda,cudnn]` from the index alone: every CUDA/cuDNN library the
     provider needs resolves into the venv's nvidia/ tree through its RUNPATH, nothing on
-    LD_LIBRARY_PATH, and CUDA is listed. (No CUDA session here: without a driver ORT 1.21's CUDA EP
-    aborts the process; see the README.)"""
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [
-        str(venv / "bin" / "python"),
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--no-cache-dir",
-        "--index-url",
-        local_index,
-    ]
-    subprocess.run([*pip, "onnxruntime-gpu[cuda,cudnn]==1.21.0"], check=True)
+    LD_LIBRARY_PATH, and CUDA is listed."""
+    venv = install_from_index(local_index, tmp_path / "venv")
     probe = """
 import ctypes, json, pathlib, onnxruntime as ort
 capi = pathlib.Path(ort.__file__).parent / "capi"
@@ -219,20 +216,7 @@ def test_asking_for_cuda_without_a_driver_falls_back_instead_of_aborting(local_i
     """The CUDA EP that cannot start (no driver here: cudaSetDevice says 35) throws into the binding,
     and ORT falls back to the CPU EP. With each library's own static unwinder this aborted the
     process (SIGABRT in the binding's _Unwind_SetGR); one shared libgcc_s unwinds across them."""
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    alone = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
-    pip = [
-        str(venv / "bin" / "python"),
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--no-cache-dir",
-        "--index-url",
-        local_index,
-    ]
-    subprocess.run([*pip, "onnxruntime-gpu[cuda,cudnn]==1.21.0"], env=alone, check=True)
+    venv = install_from_index(local_index, tmp_path / "venv")
     from onnx import TensorProto, helper, save
 
     x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in "xy")
