@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from .pipeline.state import Published
 from .progress import format_duration
 from .project import plan_for
 from .recipe.schema import recipe_schema_text
-from .toolchains import Toolchain, load_toolchain, make_toolchain
+from .toolchains import Toolchain, load_toolchain, make_toolchain, require_host_pythons
 from .toolchains.debian_sysroot import require_host_tools
 
 SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
@@ -30,7 +31,7 @@ SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
 
 def cmd_build(args: argparse.Namespace) -> int:
     project = project_root()
-    plan, path = plan_for(args.recipe, project, args.compiler_cache)
+    plan, path = plan_for(args.recipe, project, args.compiler_cache, args.python)
     dist_root = Path(args.dist) if args.dist else project / "dist"
     check_output_dir(dist_root, what="dist directory")
     dist = dist_root / plan.recipe.name
@@ -38,6 +39,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise OrtdistError("exists and is not a directory", where=str(dist), fix="remove it, or pass another --dist")
     toolchain = make_toolchain(plan.toolchain)
     toolchain.preflight()  # not root, a plan-only toolchain: refused before the lock and dist/
+    require_host_pythons(plan.recipe.name, plan.python, plan.toolchain)  # in seconds, not after a debootstrap
     jobs = args.jobs or os.cpu_count() or 2
     ctx = pipeline.make_context(
         plan,
@@ -57,6 +59,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         tag = f"  [{art['tag']}]" if "tag" in art else ""
         print(f"  {dist / art['path']}  {art['size'] / 1e6:.1f} MB{tag}")
     print(f"  manifest: {dist / 'manifest.json'}")
+    if plan.python_not_built:
+        print(f"  not built (--python): Python {', '.join(plan.python_not_built)} of the recipe's [wheel] python")
     return 0
 
 
@@ -433,6 +437,15 @@ def _count(least: int) -> Callable[[str], int]:
     return parse
 
 
+def _python_list(text: str) -> tuple[str, ...]:
+    """An argparse type: Python versions as X.Y, comma-separated ("3.11,3.13")."""
+    versions = tuple(v.strip() for v in text.split(",") if v.strip())
+    bad = [v for v in versions if not re.fullmatch(r"3\.\d+", v)]
+    if bad or not versions:
+        raise argparse.ArgumentTypeError(f"{', '.join(bad) or repr(text)}: give versions as X.Y, e.g. 3.11,3.13")
+    return tuple(dict.fromkeys(versions))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ortdist", description=__doc__)
     p.add_argument("--version", action="version", version=f"ortdist {__version__}")
@@ -467,6 +480,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compile every file that can be compiled past a failing one, so one run lists every failure "
         "(a new toolchain or patch); the build still fails",
+    )
+    b.add_argument(
+        "--python",
+        type=_python_list,
+        metavar="X.Y[,X.Y...]",
+        help="build wheels for only these of the recipe's Pythons (a host without some of them); "
+        "the manifest and the report name the ones left out (default: every one the recipe lists)",
     )
     b.set_defaults(func=cmd_build)
 

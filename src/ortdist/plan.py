@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from types import MappingProxyType
@@ -83,6 +83,9 @@ class BuildPlan:
     compiler_cache: CompilerCache
     # The dependency sources this build compiles (ort_versions.toml [deps], as the toolchain and EPs select).
     deps: tuple[DependencySource, ...] = ()
+    # Versions of the recipe's [wheel] python that the command line's --python left out (the host
+    # lacks them, say): recorded in the manifest, so a subset is never mistaken for the release.
+    python_not_built: tuple[str, ...] = ()
     # Define -> where its value comes from ("recipe [cmake_defines]", "toolchain debian-trixie [cmake]",
     # "ep xnnpack", ...), for `ortdist plan`; nothing built reads it.
     define_sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -190,6 +193,8 @@ class BuildPlan:
             "steps": list(self.steps),
             "distribution": self.distribution if self.builds_wheel else None,
             "python": list(self.python),
+            # Only when --python chose a subset: an unchanged plan keeps its digest (and its reuse).
+            **({"python_not_built": list(self.python_not_built)} if self.python_not_built else {}),
             "wheel_repair": self.wheel_repair or None,
             "repair_excludes": list(self.repair_excludes),
             "strip": self.strip,
@@ -405,12 +410,36 @@ def _cmake_defines(
     return defines, {key: sources[key] for key in defines}
 
 
+def select_python(recipe: Recipe, selection: Sequence[str] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The Pythons to build and those of the recipe left out: ``selection`` (from --python) must
+    name versions the recipe lists; the recipe's order is kept."""
+    listed = recipe.wheel.python if recipe.wheel.enabled else ()
+    if selection is None:
+        return tuple(listed), ()
+    if not recipe.wheel.enabled:
+        raise RecipeError(
+            f"--python chooses wheels, and recipe {recipe.name} builds none",
+            where=f"--python {','.join(selection)}",
+            fix="leave out --python for this recipe",
+        )
+    unknown = [v for v in selection if v not in listed]
+    if unknown or not selection:
+        raise RecipeError(
+            f"Python {', '.join(unknown) or '(none)'} is not one the recipe {recipe.name} builds",
+            where=f"--python {','.join(selection)}",
+            fix=f"choose from its [wheel] python: {','.join(listed)}",
+        )
+    return tuple(v for v in listed if v in selection), tuple(v for v in listed if v not in selection)
+
+
 def make_plan(
     recipe: Recipe,
     toolchain: ToolchainSpec,
     patches: tuple[Patch, ...],
     compiler_cache: CompilerCache = CACHES["ccache"],
+    python: Sequence[str] | None = None,
 ) -> BuildPlan:
+    """``python``: the command line's selection from the recipe's [wheel] python (None: all of them)."""
     version = registry.ort_versions()[recipe.ort_version]
     target = registry.targets()[recipe.target]
     providers = resolve_providers(recipe, toolchain)
@@ -447,12 +476,13 @@ def make_plan(
             where=f"recipe {recipe.name} [features] key 'packed_relocations'",
             fix="set packed_relocations = false, or use a toolchain whose glibc is 2.36 or newer",
         )
-    python = recipe.wheel.python if recipe.wheel.enabled else ()
+    python, not_built = select_python(recipe, python)
+    where = "--python" if not_built else f"recipe {recipe.name} [wheel] key 'python'"
     unsupported = [v for v in python if v not in toolchain.python_versions]
     if unsupported:
         raise RecipeError(
             f"Python {', '.join(unsupported)} is not available in toolchain {toolchain.name!r}",
-            where=f"recipe {recipe.name} [wheel] key 'python'",
+            where=where,
             fix=f"use one of {list(toolchain.python_versions)}, or provide it: a [{unsupported[0]!r}] table in "
             f"toolchains/{toolchain.name}/pythons.toml, from a Debian suite that has it or from this host",
         )
@@ -461,14 +491,14 @@ def make_plan(
         raise RecipeError(
             f"Python {', '.join(extra)} needs the root's own CPython in the list too: the core build "
             "compiles the binding for it, the others are recompiled against that core",
-            where=f"recipe {recipe.name} [wheel] key 'python'",
-            fix=f"add {toolchain.python[0]!r}",
+            where=where,
+            fix=f"add {toolchain.python[0]!r}" + (" to --python" if not_built else ""),
         )
     if extra and toolchain.is_cross(recipe.target):
         raise RecipeError(
             f"Python {', '.join(extra)} is unpacked for the build machine only; a cross target gets the "
             f"root's own ({', '.join(toolchain.python)})",
-            where=f"recipe {recipe.name} [wheel] key 'python'",
+            where=where,
             fix=f"use python = {list(toolchain.python)}",
         )
     # The root's own CPython first: its wheel comes from the main build tree as before.
@@ -505,6 +535,7 @@ def make_plan(
         steps=tuple(steps),
         distribution=recipe.wheel.distribution or distribution_name(providers),
         python=tuple(python),
+        python_not_built=not_built,
         repair_excludes=tuple(dict.fromkeys(lib for ep in providers for lib in ep.runtime_libs)),
         # Release artifacts ship without symbols, like the official wheels; builds that ask for
         # debug info keep it.

@@ -5,6 +5,7 @@ Below the CLI, so the CLI, the bench and the CI generator share one way to plan 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 
@@ -45,8 +46,11 @@ def load_patches(recipe: Recipe, project: Path) -> tuple[Patch, ...]:
     return read_series(project / "patches" / recipe.patch_series, {"cpu", *recipe.execution_providers}, changed)
 
 
-def plan_for(recipe_arg: str, project: Path, cache_name: str | None = None) -> tuple[BuildPlan, Path]:
+def plan_for(
+    recipe_arg: str, project: Path, cache_name: str | None = None, python: Sequence[str] | None = None
+) -> tuple[BuildPlan, Path]:
+    """``python``: the command line's choice of the recipe's Pythons (None: every one it lists)."""
     path = resolve_recipe_path(recipe_arg, project)
     recipe = load_recipe(path)
     toolchain = load_toolchain(project, recipe.toolchain)
-    return make_plan(recipe, toolchain, load_patches(recipe, project), compiler_cache(cache_name)), path
+    return make_plan(recipe, toolchain, load_patches(recipe, project), compiler_cache(cache_name), python), path

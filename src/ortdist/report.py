@@ -488,6 +488,21 @@ for (const el of document.querySelectorAll('svg.timeline')) {
 """
 
 
+def _pythons(m: dict[str, Any]) -> str:
+    """The wheels' Pythons, and loudly the recipe's ones a --python choice left out."""
+    built = m.get("python") or []
+    if not built:
+        return ""
+    left = m.get("python_not_built") or []
+    note = (
+        f" <strong style='color:#a00'>Not built (chosen on the command line with --python): Python "
+        f"{_e(', '.join(left))}; this is not the recipe's whole release.</strong>"
+        if left
+        else ""
+    )
+    return f"<p>Wheels for Python {_e(', '.join(built))}.{note}</p>"
+
+
 def render(reports: list[RecipeReport], bench_html: str = "") -> str:
     sections = []
     for r in reports:
@@ -498,7 +513,7 @@ def render(reports: list[RecipeReport], bench_html: str = "") -> str:
             f"<section class='recipe' id='{_e(r.recipe)}'><h2>{_e(r.recipe)}</h2>"
             f"<p>{_e(m.get('description', ''))}</p>"
             f"<p>ONNX Runtime {_e(m.get('ort_version'))} for {_e(m.get('target'))}; EPs: "
-            f"{_e(', '.join(m.get('provider_names', [])))}; {_e(m.get('build_type'))}</p>"
+            f"{_e(', '.join(m.get('provider_names', [])))}; {_e(m.get('build_type'))}</p>{_pythons(m)}"
             f"<h3>Artifacts</h3>{_previous_note(r)}{_artifacts(r)}"
             f"<h3>Build steps, in the order they ran</h3>{_build_facts(r)}"
             f"<h3>Smoke matrix</h3>{_smoke_matrix(r)}"

@@ -10,7 +10,8 @@ point. Then ``kill -9`` during debootstrap: the orphaned debootstrap must be end
 
 The compile is never reached: ortdist runs through a wrapper whose `build` step stops the run
 (exit 99), so the last rerun proves configure completes and the pipeline moves on, and nothing
-more. The warm build root is linked from the real cache (read-only use); ccache is a fresh one.
+more. The warm build root is linked from the real cache (ORTDIST_CACHE or the default; read-only
+use); ccache is a fresh one.
 Needs root, the real cache's build root and Debian's archive (apt, debootstrap); about 5 min.
 """
 
@@ -57,7 +58,8 @@ driver.STEPS["build"] = stop
 from ortdist.cli import main
 sys.exit(main())
 """
-WARM = Cache(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ortdist")
+# The cache the builds use (ORTDIST_CACHE, else the default): where the warm build root is.
+WARM = Cache.default()
 
 
 def comm(pid: int) -> str:

@@ -294,3 +294,76 @@ def test_a_runners_tool_cache_is_searched_too(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("RUNNER_TOOL_CACHE", str(tmp_path / "toolcache"))
     prefix = _fake_prefix(tmp_path / "toolcache" / "Python" / "3.12.9", "3.12.9", name="x64")
     assert find_host_python("3.12").prefix == prefix.resolve()
+
+
+# --- choosing some of the recipe's Pythons (--python) and the preflight ------------------------------
+def test_python_chooses_some_of_the_recipes_versions_and_the_plan_records_the_rest(project: Path) -> None:
+    full, _ = plan_for("cpu-linux", project)
+    chosen, _ = plan_for("cpu-linux", project, python=("3.14", "3.11", "3.13"))
+    assert chosen.python == ("3.13", "3.11", "3.14") and chosen.python_not_built == ("3.10", "3.12")
+    assert chosen.summary()["python_not_built"] == ["3.10", "3.12"]
+    assert "python_not_built" not in full.summary()  # an unchanged plan keeps its digest
+    assert chosen.digest() != full.digest() and chosen.tree_identity() == full.tree_identity()
+    assert chosen.configure_argv() == full.configure_argv()  # the core build tree is the same one
+
+
+@pytest.mark.parametrize(
+    ("python", "message"),
+    [
+        (("3.9",), r"Python 3\.9 is not one the recipe cpu-linux builds.*choose from its \[wheel\] python"),
+        (("3.10", "3.12"), r"needs the root's own CPython.*add '3\.13' to --python"),
+        ((), r"\(none\) is not one the recipe"),
+    ],
+)
+def test_a_python_choice_outside_the_recipe_is_refused(project: Path, python: tuple[str, ...], message: str) -> None:
+    with pytest.raises(RecipeError, match=f"(?s){message}") as caught:
+        plan_for("cpu-linux", project, python=python)
+    assert "--python" in str(caught.value)
+
+
+def _no_host_pythons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *present: str) -> None:
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
+    monkeypatch.setenv("RUNNER_TOOL_CACHE", str(tmp_path / "toolcache"))
+    for full in present:
+        _fake_prefix(tmp_path / "pyenv" / "versions", full)
+
+
+def test_the_preflight_names_every_missing_host_python_and_the_choice_that_builds_the_rest(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ortdist.errors import ToolchainError
+    from ortdist.toolchains import require_host_pythons
+
+    plan, _ = plan_for("cpu-linux", project)
+    _no_host_pythons(tmp_path, monkeypatch, "3.12.1")
+    with pytest.raises(ToolchainError) as caught:
+        require_host_pythons("cpu-linux", plan.python, plan.toolchain)
+    text = str(caught.value)
+    assert "no CPython 3.10 with headers on this host;" in text  # 3.12 is there: not named
+    assert str(tmp_path / "pyenv" / "versions" / "3.10.*") in text
+    assert "./nox -s build-cpu-linux -- --python 3.11,3.12,3.13,3.14" in text
+    _no_host_pythons(tmp_path, monkeypatch, "3.10.13")
+    require_host_pythons("cpu-linux", plan.python, plan.toolchain)  # all there: nothing to refuse
+    chosen, _ = plan_for("cpu-linux", project, python=("3.13", "3.11"))
+    _no_host_pythons(tmp_path / "none", monkeypatch)
+    require_host_pythons("cpu-linux", chosen.python, chosen.toolchain)  # no host Python asked for
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_build_without_a_host_python_is_refused_before_the_lock_or_any_download(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    from ortdist.cli import main
+    from ortdist.errors import ToolchainError
+
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr("ortdist.toolchains.debian_sysroot.require_host_tools", lambda *tools: None)
+    _no_host_pythons(tmp_path, monkeypatch, "3.12.1")
+    assert main(["build", "cpu-linux", "--dist", str(tmp_path / "dist")]) == ToolchainError.exit_code
+    assert "--python 3.11,3.12,3.13,3.14" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "dist").exists()

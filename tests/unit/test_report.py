@@ -409,3 +409,13 @@ def test_the_release_page_says_where_the_wheels_were_published_and_proven() -> N
     assert f"<tr class='pass'><td>{name}</td><td>http://127.0.0.1:8080/packages/{name}</td><td>8/8</td>" in page
     assert "verify 15.4 s" in page
     assert "Not published" in render([RecipeReport(recipe="cpu-linux", manifest={})])
+
+
+def test_a_build_of_some_of_the_recipes_pythons_says_which_were_left_out() -> None:
+    base = {"recipe": "cpu-linux", "artifacts": [], "build_times_s": {"total": 1.0}}
+    whole = render([RecipeReport(recipe="cpu-linux", manifest={**base, "python": ["3.13", "3.10"]})])
+    assert "Wheels for Python 3.13, 3.10." in whole and "Not built" not in whole
+    part = {**base, "python": ["3.13", "3.11"], "python_not_built": ["3.10", "3.12"]}
+    page = render([RecipeReport(recipe="cpu-linux", manifest=part)])
+    assert "Wheels for Python 3.13, 3.11." in page
+    assert "Not built (chosen on the command line with --python): Python 3.10, 3.12" in page

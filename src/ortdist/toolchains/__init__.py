@@ -13,6 +13,7 @@ from typing import Protocol, TextIO
 
 from ..errors import RecipeError
 from ..paths import Cache
+from .host_python import require_host_pythons
 from .spec import CompatRoot, ToolchainSpec, load_toolchain
 
 
@@ -96,4 +97,4 @@ def make_toolchain(spec: ToolchainSpec) -> Toolchain:
     return kinds[spec.kind](spec)
 
 
-__all__ = ["Bind", "Toolchain", "ToolchainSpec", "load_toolchain", "make_toolchain"]
+__all__ = ["Bind", "Toolchain", "ToolchainSpec", "load_toolchain", "make_toolchain", "require_host_pythons"]

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ToolchainError
+from .spec import ToolchainSpec
 
 _PATCH = re.compile(r'#define PY_VERSION\s+"([^"]+)"')
 
@@ -85,6 +87,32 @@ def find_host_python(version: str, arch: str = "x86_64") -> HostPython:
             f"or `uv python install {version}`; or drop {version} from the recipe's [wheel] python",
         )
     return max(found, key=lambda p: _patch_key(p.full_version))
+
+
+def require_host_pythons(recipe: str, python: Sequence[str], spec: ToolchainSpec, arch: str = "x86_64") -> None:
+    """Refuse, before any lock, download or root, a build whose host CPythons are not all here; the
+    error names each missing version, where it was looked for, and how to build the others."""
+    host = [v for v in python if v in spec.extra_python and spec.extra_python[v].source == "host"]
+    missing: list[str] = []
+    for version in host:
+        try:
+            find_host_python(version, arch)
+        except ToolchainError:
+            missing.append(version)
+    if not missing:
+        return
+    others = sorted((v for v in python if v not in missing), key=_patch_key)
+    places = "; ".join(f"{v}: {', '.join(str(p) for p in search_places(v, arch))}" for v in missing)
+    raise ToolchainError(
+        f"no CPython {', '.join(missing)} with headers on this host; recipe {recipe} builds wheels for "
+        f"{', '.join(python)}, and {', '.join(missing)} can only come from the host (no Debian suite has "
+        "them)",
+        where=f"looked in {places}",
+        fix=f"build the others: `./nox -s build-{recipe} -- --python {','.join(others)}` (or `ortdist build "
+        f"{recipe} --python {','.join(others)}`; the manifest records what was left out); or install "
+        + " and ".join(f"`pyenv install {v}` / `uv python install {v}`" for v in missing)
+        + " (needs the internet) and rerun",
+    )
 
 
 def copy_prefix(python: HostPython, dest: Path) -> None:

@@ -46,6 +46,7 @@ def test_the_manifest_has_the_plans_header_and_every_steps_section(make_env: Mak
         "root": "build-root",
     }
     assert manifest["cmake_defines"] == env.plan.cmake_defines
+    assert manifest["python"] == ["3.13", "3.10", "3.11", "3.12", "3.14"] and "python_not_built" not in manifest
     assert manifest["source"] == SOURCE_RECORD
     assert [p["name"] for p in manifest["patches"]] == [p.name for p in env.plan.patches]
     assert manifest["build_tree_compile_s"] == 1800.5 and manifest["compiler_cache"]["cache_miss"] == 3
@@ -62,6 +63,13 @@ def test_the_manifest_has_the_plans_header_and_every_steps_section(make_env: Mak
     ]
     assert list(out.entries) == manifest["artifacts"]
     assert (dist / archive.name).read_bytes() == b"archive"
+
+
+def test_the_manifest_names_the_recipes_pythons_the_command_line_left_out(make_env: MakeEnv) -> None:
+    env, _, _ = ready(make_env("cpu-linux", python=("3.13", "3.11"), python_not_built=("3.10", "3.12", "3.14")))
+    publish.run(env.ctx, env.state)
+    manifest = json.loads((env.layout.dist / "manifest.json").read_text())
+    assert manifest["python"] == ["3.13", "3.11"] and manifest["python_not_built"] == ["3.10", "3.12", "3.14"]
 
 
 def test_files_of_an_older_run_are_removed_and_logs_kept(make_env: MakeEnv) -> None:

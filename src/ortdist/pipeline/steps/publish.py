@@ -25,6 +25,9 @@ def manifest(ctx: BuildContext, state: BuildState) -> dict[str, Any]:
         "execution_providers": [ep.name for ep in plan.providers],
         "provider_names": [ep.provider for ep in plan.providers],
         "build_type": plan.recipe.build_type,
+        "python": list(plan.python),
+        # The recipe's Pythons that --python left out: this dist/ is not the whole release.
+        **({"python_not_built": list(plan.python_not_built)} if plan.python_not_built else {}),
         "toolchain": {"name": plan.toolchain.name, "digest": plan.toolchain.digest, "root": state.roots.build.name},
         "cmake_defines": plan.cmake_defines,
         "build_times_s": {**state.timings, "total": round(time.monotonic() - state.started, 1)},
