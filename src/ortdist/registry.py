@@ -49,6 +49,23 @@ class ToolchainKind:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ManylinuxLevel:
+    """A manylinux glibc level (manylinux.toml): the newest C++ runtime symbol versions it allows."""
+
+    glibc: str = field(metadata=KEY)
+    glibcxx: str
+    cxxabi: str
+    gcc: str
+
+    def ceilings(self) -> dict[str, tuple[int, ...]]:
+        """Symbol-version family -> its newest allowed version."""
+        return {
+            family: tuple(int(part) for part in value.split("."))
+            for family, value in (("GLIBCXX", self.glibcxx), ("CXXABI", self.cxxabi), ("GCC", self.gcc))
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
 class DebianSuite:
     """A Debian suite ortdist makes roots of (debian_suites.toml)."""
 
@@ -245,6 +262,13 @@ def cuda_eps() -> frozenset[str]:
 def debian_suites() -> dict[str, DebianSuite]:
     return convert_table(
         DebianSuite, load_data("debian_suites.toml"), origin=data_origin("debian_suites.toml"), error=DataError
+    )
+
+
+@functools.cache
+def manylinux_levels() -> dict[str, ManylinuxLevel]:
+    return convert_table(
+        ManylinuxLevel, load_data("manylinux.toml"), origin=data_origin("manylinux.toml"), error=DataError
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -253,6 +254,68 @@ def test_wheels_are_manylinux_2_17_with_nothing_grafted(built: tuple[Path, dict[
             assert not [n for n in zf.namelist() if n.startswith("onnxruntime.libs/")], art["path"]
     (cp313,) = [a for a in manifest["artifacts"] if a["kind"] == "wheel" and "-cp313-" in a["path"]]
     assert cp313["size"] <= PYPI_CP313_WHEEL_BYTES, cp313
+
+
+def archive_libraries(archive: Path) -> list[tuple[str, bytes]]:
+    with tarfile.open(archive) as tar:
+        return [
+            (m.name, tar.extractfile(m).read())  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if m.isfile() and ".so" in m.name
+        ]
+
+
+def test_every_shipped_elf_keeps_the_promise_and_a_grafted_debian_library_breaks_it(
+    built: tuple[Path, dict[str, Any], str],
+) -> None:
+    """DT_NEEDED and symbol versions of every ELF in every wheel and the archive, read from the files
+    (and cross-checked with readelf), against glibc 2.17; then the build root's own Debian
+    libstdc++ grafted into the cp313 wheel must be refused."""
+    from ortdist.checks import elf
+    from ortdist.paths import Cache
+    from ortdist.toolchains import load_toolchain
+    from ortdist.wheel.repair import required_glibc, wheel_libraries
+
+    out, manifest, _ = built
+    project = Path(__file__).resolve().parents[2]
+    system = load_toolchain(project, TOOLCHAIN).system_libraries
+    assert system == ()  # glibc's own libraries and nothing else
+    checked = 0
+    for art in manifest["artifacts"]:
+        path = out / art["path"]
+        if art["kind"] == "wheel":
+            members = wheel_libraries(path)
+            promise = required_glibc(path.name)
+            assert promise == PORTABLE_GLIBC
+        elif art["kind"] == "c-library":
+            members, promise = archive_libraries(path), PORTABLE_GLIBC
+        else:
+            continue
+        policy = elf.policy(promise, system)
+        assert elf.violations(members, policy) == [], art["path"]
+        checked += sum(1 for _, data in members if elf.is_elf(data))
+    assert checked >= 5 * 3 + 2  # binding, core and providers_shared per wheel; the archive's libraries
+    # The reader agrees with readelf on a real library.
+    (cp313,) = [out / a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel" and "-cp313-" in a["path"]]
+    members = dict(wheel_libraries(cp313))
+    core = next(name for name in members if "libonnxruntime.so" in name)
+    probe = out.parent / "probe-core.so"
+    probe.write_bytes(members[core])
+    dynamic = subprocess.run(["readelf", "-dW", str(probe)], text=True, capture_output=True, check=True).stdout
+    versions = subprocess.run(["readelf", "-VW", str(probe)], text=True, capture_output=True, check=True).stdout
+    needs = elf.read_needs(members[core])
+    assert list(needs.needed) == re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
+    assert {v for names in needs.versions.values() for v in names} == set(
+        re.findall(r"Name: ((?:GLIBC|GLIBCXX|CXXABI|GCC)_[0-9.]+)", versions.split("Version needs section")[-1])
+    )
+    probe.unlink()
+    # A Debian library grafted as auditwheel would: trixie's libstdc++ from the build root.
+    root = Cache.default().sysroots / manifest["toolchain"]["root"]
+    debian = (root / "usr" / "lib" / "x86_64-linux-gnu" / "libstdc++.so.6").resolve()
+    doctored = [*members.items(), ("onnxruntime.libs/libstdc++-0a1b2c3d.so.6", debian.read_bytes())]
+    found = elf.violations(doctored, elf.policy(PORTABLE_GLIBC, system))
+    assert found and all(line.startswith("onnxruntime.libs/libstdc++-0a1b2c3d.so.6: needs ") for line in found)
+    assert any(re.search(r"needs GLIBC_2\.(2[89]|3\d|4\d) from libc\.so\.6", line) for line in found), found
 
 
 def test_an_offline_rebuild_after_rm_rf_is_served_by_ccache_and_byte_identical(

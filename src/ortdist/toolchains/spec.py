@@ -129,6 +129,15 @@ class OtherPython:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Promise:
+    """[promise]: what the toolchain's outputs need of a target system besides glibc's own
+    libraries; every shipped ELF is checked against it (src/ortdist/checks/elf.py)."""
+
+    # Sonames a target system provides (a C++ runtime linked shared: libgcc_s.so.1, ...).
+    system_libraries: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolchainFile:
     """toolchains/<name>.toml; a file that ``extends`` another states only what it adds or changes."""
 
@@ -167,6 +176,7 @@ class ToolchainFile:
     deps_from_source: bool = False
     # Older systems a build's outputs are proven on (x86_64 Linux targets): the compat step.
     compat: Mapping[str, CompatRoot] = field(default_factory=_empty)
+    promise: Promise = field(default_factory=Promise)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,6 +216,7 @@ class ToolchainSpec:
     compiler: Compiler | None = None
     deps_from_source: bool = False
     compat: Mapping[str, CompatRoot] = field(default_factory=_empty)
+    system_libraries: tuple[str, ...] = ()  # [promise]
 
     @property
     def has_root(self) -> bool:
@@ -269,7 +280,17 @@ class ToolchainSpec:
 
 # Tables a child toolchain (``extends``) merges into its parent's, key by key; every other key it
 # sets replaces the parent's.
-_MERGED_TABLES = ("cmake", "ep_packages", "ep_cmake", "ep_wheels", "ep_links", "ep_pip", "python_tools", "compat")
+_MERGED_TABLES = (
+    "cmake",
+    "ep_packages",
+    "ep_cmake",
+    "ep_wheels",
+    "ep_links",
+    "ep_pip",
+    "python_tools",
+    "compat",
+    "promise",
+)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CPYTHON = re.compile(r"^3\.[0-9]{1,2}$")
 PYTHONS_FILE = "pythons.toml"
@@ -279,10 +300,11 @@ _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 # venv's interpreter). components and ep_wheels count only where set, so older roots keep their name.
 _ROOT_KEYS = ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
 _ROOT_KEYS_IF_SET = ("components", "ep_wheels", "ep_links", "compiler")
-# Not in either digest: what runs after the build, in roots of its own (see _digest_input).
-_UNDIGESTED = ("compat",)
+# Not in either digest: what runs after the build, in roots of its own, or checks its outputs
+# (see _digest_input).
+_UNDIGESTED = ("compat", "promise")
 _TABLE_HEADER = re.compile(r"^\s*\[")
-_UNDIGESTED_HEADER = re.compile(r"^\s*\[\s*compat\s*[.\]]")
+_UNDIGESTED_HEADER = re.compile(r"^\s*\[\s*(compat|promise)\s*[.\]]")
 _COMPAT_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 _SUITE = re.compile(r"^[a-z][a-z0-9-]*$")
 
@@ -613,6 +635,7 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         compiler=tc.compiler,
         deps_from_source=tc.deps_from_source,
         compat=tc.compat,
+        system_libraries=tc.promise.system_libraries,
     )
 
 
@@ -623,6 +646,7 @@ __all__ = [
     "EpPip",
     "OtherPython",
     "PinnedWheel",
+    "Promise",
     "ToolchainFile",
     "ToolchainSpec",
     "load_toolchain",

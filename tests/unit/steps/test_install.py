@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+from collections.abc import Callable
 
 import pytest
 
@@ -12,6 +13,7 @@ from ortdist.errors import PackageError
 from ortdist.pipeline.runner import Command
 from ortdist.pipeline.steps import install
 
+from ..test_elf import shared_object
 from .conftest import MakeEnv
 from .helpers import SOURCE_EPOCH, SOURCE_RECORD, StepEnv, host_of
 
@@ -26,7 +28,7 @@ def ready(env: StepEnv) -> StepEnv:
 def installs(cmd: Command) -> None:
     prefix = host_of(cmd, "/ortdist/work/install")
     (prefix / "lib").mkdir(parents=True)
-    (prefix / "lib" / "libonnxruntime.so.1.21.0").write_bytes(b"\x7fELF")
+    (prefix / "lib" / "libonnxruntime.so.1.21.0").write_bytes(shared_object(soname="libonnxruntime.so.1"))
     (prefix / "include").mkdir()
     (prefix / "include" / "onnxruntime_c_api.h").write_text("/* api */\n")
 
@@ -99,3 +101,30 @@ def test_an_installed_library_asking_for_an_executable_stack_is_not_archived(mak
     with pytest.raises(PackageError, match=r"lib/libonnxruntime\.so\.1\.21\.0 ask\(s\) for an executable stack"):
         install.run(env.ctx, env.state)
     assert not (env.layout.out.host / "onnxruntime-cpu-linux-1.21.0.tar.gz").exists()
+
+
+def installs_needing(needed: tuple[str, ...], versions: dict[str, tuple[str, ...]]) -> Callable[[Command], None]:
+    def run(cmd: Command) -> None:
+        installs(cmd)
+        lib = host_of(cmd, "/ortdist/work/install") / "lib" / "libonnxruntime.so.1.21.0"
+        lib.write_bytes(shared_object(needed, versions, soname="libonnxruntime.so.1"))
+
+    return run
+
+
+def test_a_portable_library_needing_more_than_glibc_is_not_archived(make_env: MakeEnv) -> None:
+    """Every dependency is compiled in: the archive promises glibc 2.17 and its libraries, no more."""
+    env = ready(make_env("cpu-linux"))
+    env.runner.on("cmake --install", installs_needing(("libstdc++.so.6", "libc.so.6"), {"libc.so.6": ("GLIBC_2.28",)}))
+    with pytest.raises(PackageError) as info:
+        install.run(env.ctx, env.state)
+    assert "lib/libonnxruntime.so.1.21.0: needs libstdc++.so.6" in str(info.value)
+    assert "needs GLIBC_2.28 from libc.so.6, newer than the GLIBC 2.17" in str(info.value)
+    assert not (env.layout.out.host / "onnxruntime-cpu-linux-1.21.0.tar.gz").exists()
+
+
+def test_a_debian_trixie_library_links_the_roots_libraries_by_design(make_env: MakeEnv) -> None:
+    env = ready(make_env("xnnpack-linux"))
+    needs = ("libre2.so.11", "libstdc++.so.6", "libc.so.6")
+    env.runner.on("cmake --install", installs_needing(needs, {"libc.so.6": ("GLIBC_2.38",)}))
+    install.run(env.ctx, env.state)  # an archive for Debian trixie: not held to a portable promise

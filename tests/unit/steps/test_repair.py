@@ -198,3 +198,33 @@ def test_a_wheel_whose_module_asks_for_an_executable_stack_is_refused(make_env: 
         repair.run(env.ctx, env.state)
     env = ready(make_env("cpu-linux", python=("3.13",)), {module: elf64((PT_GNU_STACK, PF_R | PF_W))})
     repair.run(env.ctx, env.state)
+
+
+def test_a_wheel_whose_libraries_need_more_than_its_tag_promises_is_refused(make_env: MakeEnv) -> None:
+    """The tag says manylinux_2_17; the libraries' own needs decide (read from their bytes)."""
+    from ..test_elf import shared_object
+
+    module = "onnxruntime/capi/onnxruntime_pybind11_state.so"
+    newer = shared_object(versions={"libc.so.6": ("GLIBC_2.2.5", "GLIBC_2.28")})
+    env = ready(make_env("cpu-linux", python=("3.13",)), {module: newer})
+    with pytest.raises(
+        PackageError, match=r"onnxruntime_pybind11_state\.so: needs GLIBC_2\.28 from libc\.so\.6"
+    ) as info:
+        repair.run(env.ctx, env.state)
+    assert info.value.where == f"onnxruntime-1.21.0-cp313-cp313-{PORTABLE_TAG}.whl"
+    env = ready(make_env("cpu-linux", python=("3.13",)), {module: shared_object()})
+    repair.run(env.ctx, env.state)
+
+
+def test_a_cuda_wheel_may_need_libgcc_s_and_the_cuda_runtime(make_env: MakeEnv) -> None:
+    from ..test_elf import shared_object
+
+    provider = shared_object(("libcudart.so.13", "libcublasLt.so.13", "libgcc_s.so.1", "libc.so.6"))
+    env = ready(make_env("cuda13-linux", python=("3.13",)), {CUDA: provider})
+    dirs = next(ep for ep in env.plan.providers if ep.name == "cuda").pip_library_dirs
+    env.runner.on("--print-rpath", stdout=":".join(["$ORIGIN", *(f"$ORIGIN/../../{d}" for d in dirs)]) + "\n")
+    repair.run(env.ctx, env.state)
+    env = ready(make_env("cpu-linux", python=("3.13",)), {CUDA: provider})
+    with pytest.raises(PackageError, match=r"needs libcudart\.so\.13") as info:
+        repair.run(env.ctx, env.state)
+    assert "needs libgcc_s.so.1" in str(info.value)  # cpu-linux links libgcc statically

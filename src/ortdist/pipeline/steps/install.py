@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ... import sbom
+from ...checks import elf
 from ...errors import PackageError
 from ...fsutil import deterministic_tarball, remove_tree
 from ...manifest import Artifact
@@ -24,10 +25,15 @@ def run(ctx: BuildContext, state: BuildState) -> CLibrary:
             error=PackageError,
             what="cmake --install",
         )
-    libraries = sorted(p for p in install.host.rglob("*.so*") if p.is_file() and not p.is_symlink())
-    check_no_executable_stack(
-        ((str(p.relative_to(install.host)), p.read_bytes()) for p in libraries), "cmake --install"
-    )
+    files = sorted(p for p in install.host.rglob("*.so*") if p.is_file() and not p.is_symlink())
+    libraries = [(str(p.relative_to(install.host)), p.read_bytes()) for p in files]
+    check_no_executable_stack(libraries, "cmake --install")
+    if plan.toolchain.deps_from_source:
+        # Every dependency compiled in: the library promises what the toolchain's glibc does. A
+        # toolchain that links the root's Debian libraries makes a library for that Debian only.
+        glibc = ctx.cross.glibc if ctx.cross and ctx.cross.glibc else plan.toolchain.glibc
+        policy = elf.policy(glibc, plan.toolchain.system_libraries, plan.repair_excludes)
+        elf.check(libraries, policy, "the C library archive (cmake --install)")
     name = f"onnxruntime-{plan.recipe.name}-{plan.version.version}"
     archive = ctx.layout.out.host / f"{name}.tar.gz"
     archive.parent.mkdir(parents=True, exist_ok=True)

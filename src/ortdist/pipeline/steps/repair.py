@@ -7,6 +7,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from ...checks import elf
 from ...errors import PackageError
 from ...fsutil import remove_tree
 from ...manifest import Artifact
@@ -95,7 +96,14 @@ def repair_one(ctx: BuildContext, state: BuildState, version: str, raw_wheel: Pa
             )
             log.write(show.stdout + show.stderr)
             raise
-    repair.check_no_executable_stack(repair.wheel_libraries(wheel), wheel.name)
+    libraries = repair.wheel_libraries(wheel)
+    repair.check_no_executable_stack(libraries, wheel.name)
+    # What the tag promises, from the libraries' own DT_NEEDED and version needs: auditwheel allows
+    # all of manylinux's list, the toolchain's [promise] may allow less.
+    promised = repair.required_glibc(wheel.name) or glibc
+    elf.check(
+        libraries, elf.policy(promised, ctx.plan.toolchain.system_libraries, ctx.plan.repair_excludes), wheel.name
+    )
     verify_provider_runpaths(ctx, state, wheel)
     add_wheel_sbom(ctx, state, wheel)
     return wheel

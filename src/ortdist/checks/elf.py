@@ -1,0 +1,202 @@
+"""What a shipped ELF needs from the system, read from its own bytes, held against what its tag promises.
+
+A wheel's name says ``manylinux_2_17``; only its libraries' DT_NEEDED entries and version needs
+(.gnu.version_r) say whether that is true. auditwheel derives the tag from the same facts but
+allows anything on manylinux's list (libstdc++, libz, libX11, ...); a portable toolchain promises
+less, only glibc's own libraries, and an EP's vendor runtime where the EP needs one. Read here with
+``struct`` (no readelf, no pyelftools), so the repair and install steps and the tests share one reader.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .. import registry
+from ..errors import PackageError
+
+_SHT_DYNAMIC = 6
+_SHT_GNU_VERNEED = 0x6FFFFFFE
+_DT_NEEDED, _DT_SONAME = 1, 14
+
+
+@dataclass(frozen=True)
+class ElfNeeds:
+    """One ELF's dynamic needs: its DT_NEEDED sonames, its own DT_SONAME, and the symbol versions it
+    asks of each needed file (``{"libc.so.6": {"GLIBC_2.14", ...}}``)."""
+
+    needed: tuple[str, ...]
+    soname: str | None
+    versions: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def is_elf(data: bytes) -> bool:
+    return data[:4] == b"\x7fELF"
+
+
+def _cstr(data: bytes, offset: int) -> str:
+    end = data.index(b"\0", offset)
+    return data[offset:end].decode("utf-8", "replace")
+
+
+def read_needs(data: bytes) -> ElfNeeds:
+    """The dynamic needs of an ELF file's bytes (a static archive member or an executable without a
+    dynamic section needs nothing). Raises ValueError for bytes that are not a well-formed ELF."""
+    if not is_elf(data) or len(data) < 52:
+        raise ValueError("not an ELF file")
+    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
+    try:
+        if wide:
+            (shoff,) = struct.unpack_from(f"{order}Q", data, 0x28)
+            shentsize, shnum = struct.unpack_from(f"{order}HH", data, 0x3A)
+            section = f"{order}IIQQQQIIQQ"
+        else:
+            (shoff,) = struct.unpack_from(f"{order}I", data, 0x20)
+            shentsize, shnum = struct.unpack_from(f"{order}HH", data, 0x2E)
+            section = f"{order}IIIIIIIIII"
+        # (type, offset, size, link, info) of every section header
+        headers = []
+        for index in range(shnum):
+            fields = struct.unpack_from(section, data, shoff + index * shentsize)
+            headers.append((fields[1], fields[4], fields[5], fields[6], fields[7]))
+        needed: list[str] = []
+        soname = None
+        versions: dict[str, set[str]] = {}
+        for kind, offset, size, link, info in headers:
+            strings = headers[link][1] if link < len(headers) else 0
+            if kind == _SHT_DYNAMIC:
+                entry = f"{order}qQ" if wide else f"{order}iI"
+                step = struct.calcsize(entry)
+                for at in range(offset, offset + size - step + 1, step):
+                    tag, value = struct.unpack_from(entry, data, at)
+                    if tag == 0:
+                        break
+                    if tag == _DT_NEEDED:
+                        needed.append(_cstr(data, strings + value))
+                    elif tag == _DT_SONAME:
+                        soname = _cstr(data, strings + value)
+            elif kind == _SHT_GNU_VERNEED:
+                at = offset
+                for _ in range(info):
+                    _, count, file_name, aux, following = struct.unpack_from(f"{order}HHIII", data, at)
+                    names = versions.setdefault(_cstr(data, strings + file_name), set())
+                    at_aux = at + aux
+                    for _ in range(count):
+                        _, _, _, name, next_aux = struct.unpack_from(f"{order}IHHII", data, at_aux)
+                        names.add(_cstr(data, strings + name))
+                        at_aux += next_aux
+                    if not following:
+                        break
+                    at += following
+    except (struct.error, ValueError, IndexError) as exc:
+        raise ValueError(f"malformed ELF: {exc}") from None
+    return ElfNeeds(tuple(needed), soname, MappingProxyType({k: frozenset(v) for k, v in versions.items()}))
+
+
+_VERSION = re.compile(r"^(GLIBC|GLIBCXX|CXXABI|GCC)_(\d+(?:\.\d+)*)$")
+
+
+def _numbers(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+@dataclass(frozen=True)
+class ElfPolicy:
+    """What the ELFs of one artifact may need: the glibc its tag (or toolchain) promises, the highest
+    GLIBCXX_/CXXABI_/GCC_ versions that promise allows, the system libraries besides glibc's
+    (a toolchain's shared C++ runtime), and the EP runtime libraries (globs) a user installs."""
+
+    glibc: tuple[int, ...]
+    ceilings: Mapping[str, tuple[int, ...]]
+    system: frozenset[str]
+    runtime: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        allowed = ", ".join(sorted(self.system)) or "nothing else"
+        return f"glibc {'.'.join(map(str, self.glibc))} and glibc's own libraries; besides them {allowed}"
+
+
+def policy(glibc: str | tuple[int, ...], system: Iterable[str] = (), runtime: Iterable[str] = ()) -> ElfPolicy:
+    """The policy of an artifact promising ``glibc`` ("2.17" or (2, 17)): the C++ runtime ceilings of
+    the highest manylinux level at or below it (manylinux.toml), else of the lowest level."""
+    promised = _numbers(glibc) if isinstance(glibc, str) else tuple(glibc)
+    levels = sorted(registry.manylinux_levels().values(), key=lambda level: _numbers(level.glibc))
+    below = [level for level in levels if _numbers(level.glibc) <= promised]
+    level = below[-1] if below else levels[0]
+    return ElfPolicy(promised, MappingProxyType(level.ceilings()), frozenset(system), tuple(runtime))
+
+
+def violations(members: Iterable[tuple[str, bytes]], policy: ElfPolicy) -> list[str]:
+    """Each way the ELF members of one artifact break ``policy``, one line each (empty: none).
+    A library another member provides (by file name or DT_SONAME) is the artifact's own."""
+    elves: dict[str, ElfNeeds] = {}
+    problems: list[str] = []
+    for name, data in members:
+        if not is_elf(data):
+            continue
+        try:
+            elves[name] = read_needs(data)
+        except ValueError as exc:
+            problems.append(f"{name}: {exc}")
+    own = {name.rsplit("/", 1)[-1] for name in elves} | {e.soname for e in elves.values() if e.soname}
+    for name, elf in sorted(elves.items()):
+        for library in elf.needed:
+            if library in own or library in policy.system or is_glibc_library(library):
+                continue
+            if any(fnmatch.fnmatchcase(library, pattern) for pattern in policy.runtime):
+                continue
+            problems.append(f"{name}: needs {library}, which the wheel does not carry and the target does not promise")
+        for library, names in sorted(elf.versions.items()):
+            # The newest too-new version of each family is the one to name (GLIBC_2.38, not 2.18 .. 2.38).
+            newest: dict[str, tuple[tuple[int, ...], str, str]] = {}
+            for version in names:
+                problem = _too_new(version, policy)
+                match = _VERSION.match(version)
+                if problem and match:
+                    key = (_numbers(match.group(2)), version, problem)
+                    newest[match.group(1)] = max(newest.get(match.group(1), key), key)
+            for _, version, problem in sorted(newest.values(), key=lambda item: item[1]):
+                problems.append(f"{name}: needs {version} from {library}, {problem}")
+    return problems
+
+
+def _too_new(version: str, policy: ElfPolicy) -> str | None:
+    match = _VERSION.match(version)
+    if not match:
+        return None  # a library's own version names (libcudart.so.13, ...) promise nothing about the system
+    family, numbers = match.group(1), _numbers(match.group(2))
+    ceiling = policy.glibc if family == "GLIBC" else policy.ceilings.get(family)
+    if ceiling is None or numbers <= ceiling:
+        return None
+    return (
+        f"newer than the {family} {'.'.join(map(str, ceiling))} of glibc {'.'.join(map(str, policy.glibc))}'s promise"
+    )
+
+
+# glibc's own libraries, on every glibc system; the dynamic loader's name differs per architecture.
+GLIBC_LIBRARIES = frozenset(
+    {"libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0", "libresolv.so.2", "libutil.so.1"}
+    | {"libanl.so.1", "libnsl.so.1", "libmvec.so.1"}
+)
+
+
+def is_glibc_library(soname: str) -> bool:
+    return soname in GLIBC_LIBRARIES or soname.startswith("ld-linux")
+
+
+def check(members: Iterable[tuple[str, bytes]], policy: ElfPolicy, where: str) -> None:
+    """Refuse an artifact whose ELFs need what its promise does not cover."""
+    problems = violations(members, policy)
+    if problems:
+        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
+        raise PackageError(
+            f"its ELF files need more than it promises ({policy.describe()}): {shown}",
+            where=where,
+            fix="a library from outside the toolchain's sysroot was linked or grafted (a Debian library, a "
+            "newer libstdc++): build it from source with the toolchain, link the C++ runtime statically, or "
+            "add the library to the toolchain's system_libraries if every target system has it",
+        )

@@ -1,0 +1,191 @@
+"""The ELF check every wheel and C library archive passes: DT_NEEDED and symbol-version needs read
+from the files' own bytes (a synthetic ELF here, built the way a linker lays out those sections),
+held against what the tag or toolchain promises."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from ortdist.checks import elf
+from ortdist.errors import PackageError
+from ortdist.toolchains import load_toolchain
+
+SHT_STRTAB, SHT_DYNAMIC, SHT_GNU_VERNEED = 3, 6, 0x6FFFFFFE
+GLIBC_ONLY = {"libc.so.6": ("GLIBC_2.2.5", "GLIBC_2.14"), "libm.so.6": ("GLIBC_2.2.5",)}
+
+
+def shared_object(
+    needed: Sequence[str] = ("libm.so.6", "libc.so.6"),
+    versions: Mapping[str, Sequence[str]] = GLIBC_ONLY,
+    soname: str | None = None,
+    *,
+    wide: bool = True,
+    order: str = "<",
+) -> bytes:
+    """An ELF shared object with a .dynstr, a .dynamic (DT_NEEDED, DT_SONAME) and a .gnu.version_r."""
+    strings = bytearray(b"\0")
+    offsets: dict[str, int] = {}
+
+    def string(text: str) -> int:
+        if text not in offsets:
+            offsets[text] = len(strings)
+            strings.extend(text.encode() + b"\0")
+        return offsets[text]
+
+    word, addr = ("q", "Q") if wide else ("i", "I")
+    dynamic = b"".join(struct.pack(f"{order}{word}{addr}", 1, string(n)) for n in needed)
+    if soname:
+        dynamic += struct.pack(f"{order}{word}{addr}", 14, string(soname))
+    dynamic += struct.pack(f"{order}{word}{addr}", 0, 0)
+    verneed = b""
+    files = list(versions.items())
+    for index, (file, names) in enumerate(files):
+        size = 16 + 16 * len(names)
+        verneed += struct.pack(f"{order}HHIII", 1, len(names), string(file), 16, 0 if index == len(files) - 1 else size)
+        for at, name in enumerate(names):
+            last = at == len(names) - 1
+            verneed += struct.pack(f"{order}IHHII", 0, 0, 2 + at, string(name), 0 if last else 16)
+    header_size = 64 if wide else 52
+    # One program header, PT_GNU_STACK without PF_X: a library as the portable toolchain links it.
+    if wide:
+        program = struct.pack(f"{order}IIQQQQQQ", 0x6474E551, 6, 0, 0, 0, 0, 0, 16)
+    else:
+        program = struct.pack(f"{order}IIIIIIII", 0x6474E551, 0, 0, 0, 0, 0, 6, 16)
+    start = header_size + len(program)
+    body = bytes(strings) + dynamic + verneed
+    shoff = start + len(body)
+    sections = [(0, 0, 0, 0, 0), (SHT_STRTAB, start, len(strings), 0, 0)]
+    sections.append((SHT_DYNAMIC, start + len(strings), len(dynamic), 1, 0))
+    sections.append((SHT_GNU_VERNEED, start + len(strings) + len(dynamic), len(verneed), 1, len(files)))
+    ident = b"\x7fELF" + bytes([2 if wide else 1, 1 if order == "<" else 2, 1]) + bytes(9)
+    if wide:
+        fields = (3, 62, 1, 0, header_size, shoff, 0, 64, 56, 1, 64, len(sections), 0)
+        header = ident + struct.pack(f"{order}HHIQQQIHHHHHH", *fields)
+        layout = f"{order}IIQQQQIIQQ"
+    else:
+        fields = (3, 40, 1, 0, header_size, shoff, 0, 52, 32, 1, 40, len(sections), 0)
+        header = ident + struct.pack(f"{order}HHIIIIIHHHHHH", *fields)
+        layout = f"{order}IIIIIIIIII"
+    table = b"".join(
+        struct.pack(layout, 0, t, 0, 0, off, size, link, info, 1, 0) for t, off, size, link, info in sections
+    )
+    assert len(header) == header_size
+    return header + program + body + table
+
+
+PORTABLE = elf.policy("2.17")
+
+
+@pytest.mark.parametrize(("wide", "order"), [(True, "<"), (False, "<"), (True, ">")], ids=["64-le", "32-le", "64-be"])
+def test_needs_are_read_from_the_dynamic_and_version_sections(wide: bool, order: str) -> None:
+    data = shared_object(
+        ("libstdc++.so.6", "libc.so.6"),
+        {"libstdc++.so.6": ("GLIBCXX_3.4", "CXXABI_1.3"), "libc.so.6": ("GLIBC_2.2.5",)},
+        soname="libonnxruntime.so.1",
+        wide=wide,
+        order=order,
+    )
+    needs = elf.read_needs(data)
+    assert needs.needed == ("libstdc++.so.6", "libc.so.6") and needs.soname == "libonnxruntime.so.1"
+    assert dict(needs.versions) == {
+        "libstdc++.so.6": frozenset({"GLIBCXX_3.4", "CXXABI_1.3"}),
+        "libc.so.6": frozenset({"GLIBC_2.2.5"}),
+    }
+
+
+def test_what_is_not_an_elf_or_is_cut_short_is_refused_by_the_reader() -> None:
+    with pytest.raises(ValueError, match="not an ELF"):
+        elf.read_needs(b"#!/bin/sh\n")
+    with pytest.raises(ValueError, match="malformed ELF"):
+        elf.read_needs(shared_object()[:200])
+
+
+def test_a_glibc_only_library_keeps_the_portable_promise() -> None:
+    from ortdist.wheel.repair import executable_stack
+
+    assert elf.violations([("capi/libonnxruntime.so.1.21.0", shared_object())], PORTABLE) == []
+    assert not executable_stack(shared_object()) and not executable_stack(shared_object(wide=False))
+
+
+def test_a_glibc_2_28_symbol_breaks_a_manylinux_2_17_promise() -> None:
+    lib = shared_object(versions={"libc.so.6": ("GLIBC_2.2.5", "GLIBC_2.28")})
+    assert elf.violations([("capi/x.so", lib)], PORTABLE) == [
+        "capi/x.so: needs GLIBC_2.28 from libc.so.6, newer than the GLIBC 2.17 of glibc 2.17's promise"
+    ]
+    assert elf.violations([("capi/x.so", lib)], elf.policy("2.28")) == []
+
+
+def test_a_grafted_debian_library_is_caught_by_what_it_needs() -> None:
+    """auditwheel grafts a library and renames it; the graft is the wheel's own, but its needs are not."""
+    binding = shared_object(("libre2-1a2b3c4d.so.11", "libc.so.6"), GLIBC_ONLY)
+    grafted = shared_object(
+        ("libstdc++.so.6", "libabsl_strings.so.20240722", "libc.so.6"),
+        {"libstdc++.so.6": ("GLIBCXX_3.4.32",), "libc.so.6": ("GLIBC_2.34",)},
+        soname="libre2.so.11",
+    )
+    found = elf.violations([("capi/state.so", binding), ("onnxruntime.libs/libre2-1a2b3c4d.so.11", grafted)], PORTABLE)
+    assert found == [
+        "onnxruntime.libs/libre2-1a2b3c4d.so.11: needs libstdc++.so.6, which the wheel does not carry and the "
+        "target does not promise",
+        "onnxruntime.libs/libre2-1a2b3c4d.so.11: needs libabsl_strings.so.20240722, which the wheel does not "
+        "carry and the target does not promise",
+        "onnxruntime.libs/libre2-1a2b3c4d.so.11: needs GLIBC_2.34 from libc.so.6, newer than the GLIBC 2.17 of "
+        "glibc 2.17's promise",
+        "onnxruntime.libs/libre2-1a2b3c4d.so.11: needs GLIBCXX_3.4.32 from libstdc++.so.6, newer than the GLIBCXX "
+        "3.4.19 of glibc 2.17's promise",
+    ]
+
+
+def test_a_toolchains_shared_cxx_runtime_is_allowed_up_to_the_levels_ceilings() -> None:
+    lib = shared_object(("libstdc++.so.6", "libgcc_s.so.1", "libc.so.6"), {"libstdc++.so.6": ("GLIBCXX_3.4.33",)})
+    trixie = elf.policy("2.41", ["libstdc++.so.6", "libgcc_s.so.1"])
+    assert trixie.ceilings["GLIBCXX"] == (3, 4, 33) and elf.violations([("a.so", lib)], trixie) == []
+    newer = shared_object(("libstdc++.so.6", "libc.so.6"), {"libstdc++.so.6": ("GLIBCXX_3.4.34", "CXXABI_TM_1")})
+    assert [p.split(", ")[0] for p in elf.violations([("a.so", newer)], trixie)] == [
+        "a.so: needs GLIBCXX_3.4.34 from libstdc++.so.6"
+    ]
+    assert elf.policy("2.31").ceilings["GLIBCXX"] == (3, 4, 24)  # the manylinux_2_28 level below it
+
+
+def test_an_eps_vendor_runtime_is_allowed_by_its_registry_patterns() -> None:
+    provider = shared_object(
+        ("libcudart.so.13", "libcublas.so.13", "libgcc_s.so.1", "libc.so.6"),
+        {"libcudart.so.13": ("libcudart.so.13",), "libc.so.6": ("GLIBC_2.14",)},
+    )
+    cuda = elf.policy("2.17", ["libgcc_s.so.1"], ["libcudart.so.*", "libcublas.so.*"])
+    assert elf.violations([("capi/libonnxruntime_providers_cuda.so", provider)], cuda) == []
+    assert len(elf.violations([("capi/libonnxruntime_providers_cuda.so", provider)], elf.policy("2.17"))) == 3
+
+
+def test_the_check_names_the_artifact_and_how_to_fix() -> None:
+    lib = shared_object(versions={"libc.so.6": ("GLIBC_2.28",)})
+    with pytest.raises(PackageError, match=r"GLIBC_2\.28") as info:
+        elf.check([("capi/x.so", lib), ("README", b"text")], PORTABLE, "w.whl")
+    assert info.value.where == "w.whl" and "system_libraries" in (info.value.fix or "")
+    elf.check([("capi/x.so", shared_object()), ("README", b"text")], PORTABLE, "w.whl")
+
+
+def test_the_toolchains_promise_what_their_builds_link(project: Path) -> None:
+    assert load_toolchain(project, "portable-glibc2.17").system_libraries == ()
+    assert load_toolchain(project, "cuda13").system_libraries == ("libgcc_s.so.1",)
+    assert "libstdc++.so.6" in load_toolchain(project, "debian-trixie").system_libraries
+    assert "libstdc++.so.6" in load_toolchain(project, "cuda12").system_libraries  # extends debian-trixie
+
+
+def test_the_promise_is_no_part_of_the_build_trees_digest(project: Path, tmp_path: Path) -> None:
+    """[promise] checks outputs: editing it must not discard a build tree or re-create a root."""
+    import shutil
+
+    before = load_toolchain(project, "cuda13")
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    path = tmp_path / "toolchains" / "cuda13.toml"
+    path.write_text(
+        path.read_text().replace('system_libraries = ["libgcc_s.so.1"]', 'system_libraries = ["libz.so.1"]')
+    )
+    after = load_toolchain(tmp_path, "cuda13")
+    assert after.system_libraries == ("libz.so.1",)
+    assert (after.digest, after.root_digest) == (before.digest, before.root_digest)
