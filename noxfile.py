@@ -62,7 +62,7 @@ for _recipe in sorted((ROOT / "recipes").glob("*.toml")):
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Lint, type-check, schema and ci/ drift, actionlint, unit and real-build tests (pytest args after --).
+    """Lint, type-check, schema and ci/ drift, actionlint, unit tests, then real-build tests (pytest args after --).
 
     Under CI (``CI`` set) an integration test that would skip fails instead (tests/conftest.py)."""
     _install_ortdist(session)
@@ -74,7 +74,14 @@ def tests(session: nox.Session) -> None:
     session.run("ortdist", "validate")
     session.run("ortdist", "matrix", "--check")
     session.run("actionlint", "ci/workflows/ortdist.yml")
-    session.run("pytest", "--integration", *(session.posargs or ["tests"]))
+    if session.posargs:
+        session.run("pytest", "--integration", *session.posargs)
+    else:
+        # Unit tests first (seconds): a unit failure shows before an hour of real builds.
+        session.run("pytest", "tests/unit")
+        # Then the real builds; the run ends with the claims table (tests/conftest.py): what this run
+        # proved, from cold or from a cached tree, and what it did not.
+        session.run("pytest", "--integration", "tests/integration")
     session.notify(DEBIAN_PYTHON_SESSION, posargs=[])  # the whole unit suite, whatever was selected here
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import subprocess
@@ -15,17 +16,33 @@ from ortdist.recipe import Recipe, load_recipe
 pytest_plugins = ["pytester"]
 PROJECT = Path(__file__).resolve().parent.parent
 INTEGRATION = "integration"
-# Tests of the cuda-linux build run once its tree is cached: compiling the CUDA kernels took 43 min
-# cold on two cores, more than a cold CI run has left after cpu-linux. Without the tree they are
-# deselected, and the run's summary says so.
-CUDA_TREE = "cuda_tree"
-CUDA_PROVIDER = Path("cuda-linux") / "build" / "libonnxruntime_providers_cuda.so"
+# A test of a recipe other than the main one is marked recipe_tree("<name>"): each such recipe is a
+# full ORT compile (25-60 min cold on 2 cores), and CI's 90 minutes from a cold machine hold the main
+# recipe and the checks around it. Such a test runs when the recipe's build tree is cached
+# (`nox -s build-<name>` once) or ORTDIST_TEST_RECIPES names the recipe ("all": every recipe, the
+# release gate); otherwise it is deselected, and the claims table at the end of the run says that
+# recipe's claims were NOT proven by this run.
+RECIPE_TREE = "recipe_tree"
+MAIN_RECIPE = "cpu-linux"  # its tests (and the tooling's) are never deselected
+GPU_CLAIM = "GPU (CUDA on a device)"
 
 
-def cuda_tree_is_cached() -> bool:
+def recipe_tree_is_cached(recipe: str) -> bool:
+    """Whether the recipe's build tree holds a built library (Cache.default(): ORTDIST_CACHE or ~/.cache)."""
     from ortdist.paths import Cache
 
-    return (Cache.default().root / "work" / CUDA_PROVIDER).is_file() or os.environ.get("ORTDIST_CUDA_TESTS") == "1"
+    return any((Cache.default().root / "work" / recipe / "build").glob("libonnxruntime.so*"))
+
+
+def recipe_is_wanted(recipe: str) -> bool:
+    wanted = {name.strip() for name in os.environ.get("ORTDIST_TEST_RECIPES", "").split(",")}
+    return bool(wanted & {"all", recipe})
+
+
+def claim_of(item: pytest.Item) -> str:
+    """The claim group a test proves: its recipe_tree recipe, else the main recipe (and the tooling)."""
+    mark = item.get_closest_marker(RECIPE_TREE)
+    return str(mark.args[0]) if mark is not None else MAIN_RECIPE
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,57 +59,105 @@ def strict_skips() -> bool:
     return os.environ.get("CI", "").lower() not in ("", "0", "false")
 
 
-# The EP and slim recipes' builds are each a full ORT compile (25-30 min cold on 2 cores): CI's
-# 90-minute budget from a cold machine holds the main recipe (cpu-linux) and the checks around it,
-# not five more. A test marked recipe_tree("<name>") runs once that recipe's build tree is cached
-# (`nox -s build-<name>` once) or when ORTDIST_TEST_RECIPES names it ("all" for every recipe);
-# otherwise it is deselected and the run's summary says so.
-RECIPE_TREE = "recipe_tree"
+@dataclasses.dataclass
+class Claim:
+    """What this run did for one claim group: how its tree started, and its tests' outcomes."""
+
+    cached: bool
+    deselected: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    def verdict(self) -> str:
+        if self.failed:
+            return f"FAILED: {self.failed} test(s) failed"
+        if self.deselected and not (self.passed or self.skipped):
+            return f"NOT PROVEN: {self.deselected} test(s) deselected (no cached build tree)"
+        if self.skipped:
+            return f"NOT PROVEN: {self.skipped} test(s) skipped"
+        if not self.passed:
+            return "NOT PROVEN: no test ran"
+        how = "from a cached build tree" if self.cached else "from cold (built in this run)"
+        return f"proven {how}" + (f"; {self.deselected} test(s) deselected" if self.deselected else "")
 
 
-def recipe_tree_is_cached(recipe: str) -> bool:
-    from ortdist.paths import Cache
-
-    wanted = {name.strip() for name in os.environ.get("ORTDIST_TEST_RECIPES", "").split(",")}
-    build = Cache.default().root / "work" / recipe / "build"
-    return bool(wanted & {"all", recipe}) or any(build.glob("libonnxruntime.so*"))
+_CLAIMS = pytest.StashKey[dict[str, Claim]]()
+_GROUP_OF = pytest.StashKey[dict[str, str]]()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Plain ``pytest`` runs the unit tests only; integration tests when asked (--integration or -m)."""
+    """Plain ``pytest`` runs the unit tests only; integration tests when asked (--integration or -m),
+    those of an uncached recipe deselected unless ORTDIST_TEST_RECIPES names it."""
     asked = config.getoption("--integration") or INTEGRATION in (config.getoption("markexpr") or "")
-    marker = INTEGRATION if not asked else CUDA_TREE if not cuda_tree_is_cached() else ""
-    deselected = [item for item in items if marker and item.get_closest_marker(marker)]
-    notes: list[str] = []
-    if marker == CUDA_TREE and deselected:
-        notes.append(
-            f"deselected {len(deselected)} cuda-linux tests: no cached build tree (43 min to compile cold on "
-            "2 cores); run `nox -s build-cuda-linux` once, or set ORTDIST_CUDA_TESTS=1 to build it here"
-        )
-    if asked:
-        uncached: dict[str, int] = {}
+    if not asked:
+        deselected = [item for item in items if item.get_closest_marker(INTEGRATION)]
+    else:
+        claims: dict[str, Claim] = {}
+        groups: dict[str, str] = {}
+        deselected = []
         for item in items:
-            mark = item.get_closest_marker(RECIPE_TREE)
-            if mark is not None and item not in deselected and not recipe_tree_is_cached(mark.args[0]):
+            if not item.get_closest_marker(INTEGRATION):
+                continue
+            group = claim_of(item)
+            claim = claims.setdefault(group, Claim(cached=recipe_tree_is_cached(group)))
+            if group != MAIN_RECIPE and not claim.cached and not recipe_is_wanted(group):
                 deselected.append(item)
-                uncached[mark.args[0]] = uncached.get(mark.args[0], 0) + 1
-        notes += [
-            f"deselected {count} {recipe} tests: no cached build tree (a full ORT compile, beyond CI's budget "
-            f"from cold); run `nox -s build-{recipe}` once, or set ORTDIST_TEST_RECIPES={recipe} (or all)"
-            for recipe, count in sorted(uncached.items())
-        ]
+                claim.deselected += 1
+            else:
+                groups[item.nodeid] = group
+        config.stash[_CLAIMS] = claims
+        config.stash[_GROUP_OF] = groups
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if item not in deselected]
-        config.stash[_NOTES] = notes
+        chosen = set(map(id, deselected))
+        items[:] = [item for item in items if id(item) not in chosen]
 
 
-_NOTES = pytest.StashKey[list[str]]()
+class _ClaimRecorder:
+    """Counts each integration test's outcome into its claim group (one per pytest run)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        group = self.config.stash.get(_GROUP_OF, {}).get(report.nodeid)
+        if group is None:
+            return
+        claim = self.config.stash[_CLAIMS][group]
+        if report.failed:
+            claim.failed += 1
+        elif report.skipped:
+            claim.skipped += 1
+        elif report.when == "call":
+            claim.passed += 1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_ClaimRecorder(config), "ortdist-claims")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    for note in config.stash.get(_NOTES, []):
-        terminalreporter.write_line(f"ortdist: {note}", yellow=True)
+    """The claims table: every claim group, and whether this run proved it, from cold or from a
+    cached tree, or not at all. A green run with NOT PROVEN rows proved less than the README says."""
+    claims = config.stash.get(_CLAIMS, None)
+    if claims is None:
+        return
+    rows = [(group, claims[group].verdict()) for group in sorted(claims, key=lambda g: (g != MAIN_RECIPE, g))]
+    rows.append((GPU_CLAIM, "NOT PROVEN here: no GPU in this run (`ortdist device-proof` on a lent GPU, docs/cuda.md)"))
+    width = max(len(group) for group, _ in rows)
+    write = terminalreporter.write_line
+    write("")
+    write("ortdist: what this run proved (ORTDIST_TEST_RECIPES=all, with a GPU proof, is the release gate)", bold=True)
+    for group, verdict in rows:
+        write(f"  {group:<{width}}  {verdict}", red=verdict.startswith("FAILED"), yellow=verdict.startswith("NOT"))
+    unproven = [group for group, claim in claims.items() if claim.deselected and not claim.passed]
+    if unproven:
+        write(
+            f"ortdist: to prove {', '.join(sorted(unproven))}: `nox -s build-<recipe>` once, or "
+            f"ORTDIST_TEST_RECIPES={','.join(sorted(unproven))} (or all) to build them in the test run",
+            yellow=True,
+        )
 
 
 @pytest.hookimpl(wrapper=True)

@@ -71,8 +71,12 @@ def test_manifest_lists_verified_artifacts(built: tuple[Path, dict[str, Any], st
         f"cp{v}-cp{v}" for v in ("313", "310", "311", "312", "314")
     ]
     assert all(w["path"].startswith("onnxruntime-1.21.0-") for w in wheels)
-    for step in ("toolchain", "source", "configure", "build", "binding", "wheel", "repair", "check", "total"):
-        assert manifest["build_times_s"][step] >= 0
+    times = manifest["build_times_s"]
+    steps = ("toolchain", "source", "configure", "build", "binding", "install", "wheel", "repair", "check", "compat")
+    assert set(steps) <= set(times), sorted(times)
+    # --no-reuse: every packaging step really ran, and the total covers the steps it is made of.
+    assert all(times[step] > 0 for step in ("install", "wheel", "repair", "check", "compat")), times
+    assert times["total"] >= sum(v for k, v in times.items() if k != "total") - 1.0, times
     assert manifest["build_tree_compile_s"] > 0
     assert (out / "logs" / "build.log").is_file()
 
@@ -125,7 +129,19 @@ def test_older_systems_run_the_build_offline(built: tuple[Path, dict[str, Any], 
     ldd = c["details"]["ldd"]
     assert "libonnxruntime.so.1 => /ortdist/library/lib/libonnxruntime.so.1" in ldd, ldd
     assert "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6" in ldd, ldd
-    assert [m["model"] for m in c["details"]["models"]] == ["cnn.onnx"] and c["details"]["models"][0]["ran"]
+    (model,) = c["details"]["models"]
+    assert model["model"] == "cnn.onnx" and model["max_abs_err"] < 1e-5, model  # measured: 8.9e-08
+    # Offline, observed: the mirror the roots came from answers the host, and not the roots.
+    from ortdist.checks.compat import REACHED, network_probe
+    from ortdist.pipeline.steps.compat import mirror_endpoint
+
+    endpoint = mirror_endpoint("http://deb.debian.org/debian")
+    assert endpoint is not None
+    host = subprocess.run(["/bin/sh", "-c", network_probe(*endpoint)], text=True, capture_output=True, check=True)
+    assert REACHED in host.stdout, host.stdout + host.stderr
+    for entry in compat.values():
+        assert entry["details"]["network"].startswith("unreachable from the root: "), entry["details"]["network"]
+        assert "Network is unreachable" in entry["details"]["network"], entry["details"]["network"]
     wheel = compat["bookworm-wheel"]
     assert (wheel["ok"], wheel["suite"], wheel["glibc"], wheel["check"]) == (True, "bookworm", "2.36", "wheel")
     assert wheel["details"]["available_providers"] == ["CPUExecutionProvider"]
@@ -139,8 +155,6 @@ def test_older_systems_run_the_build_offline(built: tuple[Path, dict[str, Any], 
 def test_rebuild_resumes_instead_of_starting_over(built: tuple[Path, dict[str, Any], str], tmp_path: Path) -> None:
     """Nothing changed: CMake is not re-run, ninja has no work, and every packaging step takes its
     recorded outputs; the artifacts are the first build's bytes."""
-    from ortdist.pipeline import reuse
-
     project = Path(__file__).resolve().parents[2]
     _, first, _ = built
     proc = ortdist(project, "build", "cpu-linux", "--dist", str(tmp_path))
@@ -149,11 +163,12 @@ def test_rebuild_resumes_instead_of_starting_over(built: tuple[Path, dict[str, A
     build_log = (tmp_path / "cpu-linux" / "logs" / "build.log").read_text()
     assert "ninja: no work to do." in build_log
     again = json.loads((tmp_path / "cpu-linux" / "manifest.json").read_text())
-    packaging = [s for s in first["build_times_s"] if s in reuse.REUSABLE]
-    assert sorted(again["reused_steps"]) == sorted(packaging) and "check" in packaging
+    # cpu-linux's packaging steps (docs/build.md: the steps after the compile), stated here, not
+    # taken from the code under test.
+    packaging = ["check", "compat", "install", "repair", "size", "wheel"]
+    assert sorted(again["reused_steps"]) == packaging
     assert all(f"{step}: inputs unchanged since" in proc.stderr for step in packaging)
     assert {a["path"]: a["sha256"] for a in again["artifacts"]} == {a["path"]: a["sha256"] for a in first["artifacts"]}
-    assert again["clean_root_check"] == first["clean_root_check"]
 
 
 def test_patch_series_applies_to_the_pinned_source() -> None:
@@ -444,16 +459,15 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     rows = re.findall(r"<tr class=\"pass\"><td>CPU</td><td>(\w+)</td>", dom)
     assert sorted(rows) == sorted(BUILDERS)
     # The chart: drawn by the page's script, one bar per space group of the real wheel.
-    from ortdist.report import wheel_space
-
-    groups, _ = wheel_space(wheel)
-    assert f'data-rendered="{len(groups)}"' in dom
-    assert dom.count('class="bar"') == len(groups)
+    # cpu-linux's wheel grafts nothing (test_wheels_are_manylinux_2_17_with_nothing_grafted): the
+    # chart has the binding's bar and no bundled libraries', and draws every bar it was given.
+    rendered = re.search(r'data-rendered="(\d+)"', dom)
+    assert rendered is not None and dom.count('class="bar"') == int(rendered[1]) >= 3
+    assert "Python binding (ORT core linked in)" in dom and "bundled system libraries" not in dom
     assert "abseil" in dom and "ppbt" in dom  # SBOM summary: the sources compiled in, and the compiler
     assert "<td>bullseye-c</td><td>Debian bullseye</td><td>2.31</td>" in dom  # the older systems
     # The timeline: one bar per step in the order the steps ran (driver.STEPS; manifest.json's keys
     # are alphabetical), laid out by the browser as wide as its share of the steps' 600 px.
-    from ortdist import release
     from ortdist.pipeline.driver import STEPS
 
     times = {k: v for k, v in manifest["build_times_s"].items() if k != "total"}
@@ -467,9 +481,8 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     total = sum(times[s] for s in ran)
     for step, width in zip(ran, widths[1].split(), strict=True):
         assert float(width) == pytest.approx(600 * times[step] / total, abs=0.2), step
-    for step in ran:  # reused steps drawn apart: the class the page gives each row is the rule's verdict
-        found = release.reuse(step, times[step], manifest)
-        assert f'<g class="step {found.label if found else "work"}" data-step="{step}"' in dom, step
+    for step in ("install", "wheel", "repair", "check", "compat", "size"):  # --no-reuse: they all worked
+        assert f'<g class="step work" data-step="{step}"' in dom, step
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     kept = project / "dist" / "report-test-screenshot.png"
     kept.parent.mkdir(exist_ok=True)
@@ -511,7 +524,7 @@ def test_one_core_five_pythons(
         (link,) = [rule for target, rule in edges.items() if target.endswith("onnxruntime_pybind11_state.so")]
         assert all(f"/ortdist/build/{archive}" in link for archive in core), link[:500]
         timings = manifest["python_versions"][version]
-        assert timings["binding_s"] >= 0 and timings["wheel_s"] > 0 and timings["check_s"] > 0
+        assert isinstance(timings["binding_s"], float) and timings["wheel_s"] > 0 and timings["check_s"] > 0
         assert manifest["clean_root_check_other_python"][version]["ok"] is True
         report, verdicts = our_smoke[version]
         assert report["passed"], (version, [v.message for v in verdicts if not v.passed])

@@ -4,9 +4,9 @@ RUNPATH into their wheels) and the smoke suite on it. On a machine without a GPU
 must be reported "skipped: no GPU" (never passed) while the CPU cases pass; with a GPU every
 CUDA case must pass. A wheel whose CUDA runtime is missing must fail, GPU or not.
 
-Compiling the CUDA kernels takes about two hours on two cores, so this module runs once the
-recipe's build tree is in the cache (`nox -s build-cuda-linux` once, or ORTDIST_CUDA_TESTS=1 to
-force the build); from then on a run re-checks the packaging and the suite in minutes.
+Compiling the CUDA kernels took 43 minutes cold on two cores, so this module runs once the
+recipe's build tree is in the cache (`nox -s build-cuda-linux` once, or ORTDIST_TEST_RECIPES=cuda-linux
+to build it in the test run); from then on a run re-checks the packaging and the suite in minutes.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ PROJECT = Path(__file__).resolve().parents[2]
 CUDA = "CUDAExecutionProvider"
 PROVIDER_LIBRARY = "libonnxruntime_providers_cuda.so"
 
-# Without a cached build tree (or ORTDIST_CUDA_TESTS=1) tests/conftest.py deselects this module.
+# Without a cached build tree (or ORTDIST_TEST_RECIPES naming it) tests/conftest.py deselects this module.
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.cuda_tree,
+    pytest.mark.recipe_tree("cuda-linux"),
     pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
 ]
 VENDOR_LIBRARIES = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", "libnvrtc", "libcuda.")

@@ -24,6 +24,7 @@ from ortdist.toolchains import Bind, load_toolchain, make_toolchain
 
 from . import build_recipe
 
+SLIM_C_GOAL_BYTES = 797_696
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
@@ -200,7 +201,9 @@ def test_the_c_only_arm64_library_carries_no_exception_machinery(
     symbols = subprocess.run(["readelf", "--dyn-syms", "-W", str(library)], text=True, capture_output=True).stdout
     assert "__gxx_personality_v0" not in symbols and "__cxa_throw" not in symbols
     size = library.stat().st_size
-    assert size == manifest["size"]["shared_library"]["stripped_bytes"] < 1_306_224
+    # The goal: half of the 1,595,392 B ORT's CI allows an Android arm64 minimal build with no
+    # operators (measured: 793,008 B); ORT's own size check for this kind of build is 1,306,224 B.
+    assert size == manifest["size"]["shared_library"]["stripped_bytes"] <= SLIM_C_GOAL_BYTES < 1_306_224
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ def test_a_unit():
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST.read_text(encoding="utf-8"))
-    pytester.makeini("[pytest]\nmarkers =\n  integration: real builds\n  cuda_tree: cuda\n")
+    pytester.makeini("[pytest]\nmarkers =\n  integration: real builds\n  recipe_tree(name): a recipe's tree\n")
     pytester.makepyfile(test_suite=SUITE)
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("ORTDIST_COMPILER_CACHE", "sccache")  # as the README advises for runners
@@ -57,3 +57,58 @@ def test_under_ci_a_skipped_integration_test_fails_and_says_why(
 def test_ci_set_to_false_allows_skips(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "false")
     suite.runpytest_inprocess("--integration").assert_outcomes(passed=2, skipped=1)
+
+
+# A deliberately broken EP test: it must never read as a plain green pass.
+BROKEN_EP = """
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.recipe_tree("xnnpack-linux")]
+
+def test_the_ep_takes_the_conv():
+    assert False, "broken on purpose"
+"""
+
+
+@pytest.fixture
+def broken_ep(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
+    suite.makepyfile(test_ep=BROKEN_EP)
+    monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))  # nothing cached
+    monkeypatch.setenv("CI", "1")
+    return suite
+
+
+def test_an_uncached_recipes_tests_are_reported_as_not_proven(broken_ep: pytest.Pytester) -> None:
+    result = broken_ep.runpytest_inprocess("--integration")
+    result.assert_outcomes(passed=2, failed=1, deselected=1)  # the main recipe's skip fails under CI
+    result.stdout.fnmatch_lines(
+        [
+            "ortdist: what this run proved*",
+            "  cpu-linux * FAILED: 1 test(s) failed",
+            "  xnnpack-linux * NOT PROVEN: 1 test(s) deselected (no cached build tree)",
+            "  GPU (CUDA on a device)  NOT PROVEN here: no GPU*",
+            "*ORTDIST_TEST_RECIPES=xnnpack-linux*",
+        ]
+    )
+
+
+def test_a_recipe_asked_for_is_built_and_its_failure_reported(
+    broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORTDIST_TEST_RECIPES", "xnnpack-linux")
+    result = broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
+    result.assert_outcomes(passed=2, failed=1, deselected=1)
+    result.stdout.fnmatch_lines(["  cpu-linux * proven from cold (built in this run)", "  xnnpack-linux * FAILED*"])
+
+
+def test_a_cached_recipe_is_proven_from_its_tree(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    suite.makepyfile(test_ep=BROKEN_EP.replace("assert False", "assert True"))
+    build = tmp_path / "cache" / "work" / "xnnpack-linux" / "build"
+    build.mkdir(parents=True)
+    (build / "libonnxruntime.so.1.21.0").write_bytes(b"")
+    monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))
+    result = suite.runpytest_inprocess("--integration", "-k", "not a_build")
+    result.assert_outcomes(passed=3, deselected=1)
+    result.stdout.fnmatch_lines(["  xnnpack-linux * proven from a cached build tree"])

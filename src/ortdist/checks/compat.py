@@ -27,6 +27,8 @@ IN_ROOT_COMPAT_VENV = IN_ROOT / "venv"
 OFFLINE = ("unshare", "--net", "--")
 # How the facts of a root are printed, one per line: a marker, then the value.
 FACT = "ortdist-fact"
+# Printed by the network probe when its connection succeeded: the check was not offline.
+REACHED = "ortdist-network-reached"
 
 _LDD_ADDRESS = re.compile(r"\s*\(0x[0-9a-f]+\)$")
 _LDD_RESOLVED = re.compile(r"^(?P<soname>\S+) => (?P<path>\S+)$")
@@ -34,6 +36,12 @@ _LDD_RESOLVED = re.compile(r"^(?P<soname>\S+) => (?P<path>\S+)$")
 
 def offline(script: str) -> tuple[str, ...]:
     return (*OFFLINE, "/bin/sh", "-c", script)
+
+
+def network_probe(address: str, port: int) -> str:
+    """A TCP connection to ``address`` (the Debian mirror the roots came from, which the build host
+    reaches), with bash's /dev/tcp (minbase roots have bash, not curl); prints REACHED if it connects."""
+    return f"timeout 10 bash -c 'exec 3<>/dev/tcp/{address}/{port}' 2>&1 && echo {REACHED} || true"
 
 
 def facts_script(facts: dict[str, str]) -> str:

@@ -39,6 +39,15 @@ LDD = """\
 """
 
 
+RESOLVE = compat.mirror_endpoint  # the real one; the fixture below stands in for it in the step
+MIRROR = ("192.0.2.7", 80)  # TEST-NET-1: what the host resolved the toolchain's mirror to
+
+
+@pytest.fixture(autouse=True)
+def _mirror_resolved_on_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compat, "mirror_endpoint", lambda url: MIRROR if "deb.debian.org" in url else None)
+
+
 def ready(env: StepEnv, ldd: str = LDD, wheels: tuple[str, ...] = ("3.13", "3.11")) -> StepEnv:
     """What earlier steps left: the C library archive as install made it, the repaired wheels."""
     env.put_roots()
@@ -64,6 +73,7 @@ def ready(env: StepEnv, ldd: str = LDD, wheels: tuple[str, ...] = ("3.13", "3.11
     env.runner.on("gcc --version", stdout=f"ortdist-fact gcc {GCC}\nortdist-fact glibc glibc 2.31\n")
     env.runner.on("python3.11 --version", stdout="ortdist-fact python Python 3.11.2\nortdist-fact glibc glibc 2.36\n")
     env.runner.on("ldd /ortdist/compat/ort_smoke", stdout=ldd)
+    env.runner.on("/dev/tcp/", stdout="bash: connect: Network is unreachable\n")
     env.runner.on("cases/cnn/cnn.onnx", program(reference_outputs()))
     env.runner.on("runner.py plan.json result.json", smoke_runner())
     return env
@@ -165,7 +175,8 @@ def test_both_roots_prove_the_build_offline(make_env: MakeEnv) -> None:
 
     (c_result, wheel_result) = out.manifest()["compat"]
     assert c_result["name"] == "bullseye-c" and c_result["suite"] == "bullseye" and c_result["check"] == "c"
-    assert c_result["ok"] is True and c_result["glibc"] == "2.31" and c_result["seconds"] >= 0
+    assert c_result["ok"] is True and c_result["glibc"] == "2.31" and isinstance(c_result["seconds"], float)
+    assert c_result["details"]["network"] == "unreachable from the root: bash: connect: Network is unreachable"
     assert c_result["root"] == "compat-bullseye-c"
     assert c_result["details"]["gcc"] == GCC
     assert "libonnxruntime.so.1 => /ortdist/library/lib/libonnxruntime.so.1" in c_result["details"]["ldd"]
@@ -304,3 +315,27 @@ def test_the_archive_is_read_as_shipped(make_env: MakeEnv, tmp_path: Path) -> No
     message = failure(env)
     assert "the C library archive onnxruntime-cpu-linux-1.21.0.tar.gz has no lib/libonnxruntime.so" in message
     assert not env.matching("gcc -O2")
+
+
+def test_each_check_first_proves_its_root_has_no_network(make_env: MakeEnv) -> None:
+    """A connection to the mirror the roots came from (which the host reaches) must fail inside."""
+    env = ready(make_env("cpu-linux"))
+    compat.run(env.ctx, env.state)
+    probes = env.matching("/dev/tcp/")
+    assert len(probes) == 2 and all(p.argv[:3] == ("unshare", "--net", "--") for p in probes)
+    assert "/dev/tcp/192.0.2.7/80" in probes[0].argv[-1] and probes[0].root is not None
+
+
+def test_a_root_that_reaches_the_network_fails_the_check(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    env.runner.on("/dev/tcp/", stdout="ortdist-network-reached\n")
+    with pytest.raises(CheckError, match=r"reached 192\.0\.2\.7:80 from inside the root") as info:
+        compat.run(env.ctx, env.state)
+    assert "unshare --net" in (info.value.fix or "")
+    assert not env.matching("gcc --version")  # nothing was checked on a root that is not offline
+
+
+def test_the_mirror_is_resolved_to_an_address_and_port() -> None:
+    assert RESOLVE("http://nonexistent.invalid/debian") is None
+    assert RESOLVE("http://127.0.0.1:8080/debian") == ("127.0.0.1", 8080)
+    assert RESOLVE("https://127.0.0.1/debian") == ("127.0.0.1", 443)

@@ -27,7 +27,9 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import socket
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -39,11 +41,13 @@ from ...checks.compat import (
     IN_ROOT_COMPAT_VENV,
     IN_ROOT_COMPAT_WHEEL,
     IN_ROOT_LIBRARY,
+    REACHED,
     c_build_script,
     facts_script,
     glibc_version,
     ldd_lines,
     ldd_problems,
+    network_probe,
     offline,
     parse_facts,
 )
@@ -66,6 +70,18 @@ from .c_smoke import PROGRAM
 
 # Python writes no bytecode into the root's own /usr: its content manifest stays as made.
 WHEEL_ENV = {"PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def mirror_endpoint(url: str) -> tuple[str, int] | None:
+    """The mirror's first IPv4 address and port, resolved on the build host (which reached it to make
+    the roots); None where it does not resolve (an offline host with cached roots)."""
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        found = socket.getaddrinfo(parts.hostname or "", port, socket.AF_INET, socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return None
+    return (str(found[0][4][0]), port) if found else None
 
 
 def log_name(compat: CompatRoot) -> str:
@@ -96,6 +112,20 @@ class Check:
         lines: list[str] = []
         cmd = Command(offline(script), self.root, tuple(self.binds), env)
         return self.ctx.runner.stream(cmd, on_line=lines.append, log=self.log), lines
+
+    def probe_network(self, endpoint: tuple[str, int] | None) -> str:
+        """Prove the check is offline: a connection to the mirror (``endpoint``, resolved on the host)
+        must fail inside the root. Its error, or why nothing was probed."""
+        if endpoint is None:
+            return "not probed: the build host could not resolve the mirror"
+        code, lines = self.sh(network_probe(*endpoint))
+        if code != 0 or any(REACHED in line for line in lines):
+            raise self.failure(
+                f"the check reached {endpoint[0]}:{endpoint[1]} from inside the root (exit {code})",
+                lines[-3:],
+                fix="the compat checks must run without a network: every command goes through `unshare --net`",
+            )
+        return f"unreachable from the root: {lines[-1].strip() if lines else 'no connection'}"
 
     def facts(self, commands: dict[str, str], env: dict[str, str] | None = None) -> dict[str, str]:
         """The first output line of each command (a "glibc" one must say which glibc)."""
@@ -304,8 +334,10 @@ def run(ctx: BuildContext, state: BuildState) -> Compat:
                     where=exc.where,
                     fix=f"{exc.fix + '; ' if exc.fix else ''}full log: {ctx.log_path(log_name(compat))}",
                 ) from exc
-            outcome = CHECKS[compat.check](ctx, Check(ctx, compat, root, log), artefacts[compat.name])
-        details = outcome["details"]
+            check = Check(ctx, compat, root, log)
+            network = check.probe_network(mirror_endpoint(compat.mirror or ctx.plan.toolchain.mirror))
+            outcome = CHECKS[compat.check](ctx, check, artefacts[compat.name])
+        details = {**outcome["details"], "network": network}
         proof = details.get("gcc") or f"{details.get('python')}, {len(details.get('models', []))} model runs"
         status.info(f"{compat.label}: ok (glibc {outcome['glibc']}; {proof})")
         results.append(
@@ -317,7 +349,7 @@ def run(ctx: BuildContext, state: BuildState) -> Compat:
                 "ok": True,
                 "seconds": round(time.monotonic() - started, 1),
                 "root": root.name,
-                "details": outcome["details"],
+                "details": details,
             }
         )
     return Compat(results=tuple(results))
