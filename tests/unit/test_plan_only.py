@@ -179,9 +179,7 @@ def test_a_toolchain_cannot_switch_eps(
         'toolchain = "cuda12-tensorrt"\nexecution_providers = ["tensorrt"]\n[cuda]\narchitectures = ["90"]\n'
     )
     with pytest.raises(RecipeError, match="EP switch") as err:
-        plan = make_plan(recipe, load_toolchain(tmp_path, "cuda12-tensorrt"), ())
-        wanted = sorted({key for ep in plan.providers for key in ep.cmake})
-        assert switched_on(plan) == wanted, f"the plan lists {[ep.name for ep in plan.providers]}"
+        make_plan(recipe, load_toolchain(tmp_path, "cuda12-tensorrt"), ())
     assert err.value.where == f"{path} key '{where}'"
     assert "execution_providers" in str(err.value.fix)
 

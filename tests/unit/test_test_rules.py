@@ -112,3 +112,22 @@ def test_a_cached_recipe_is_proven_from_its_tree(
     result = suite.runpytest_inprocess("--integration", "-k", "not a_build")
     result.assert_outcomes(passed=3, deselected=1)
     result.stdout.fnmatch_lines(["  xnnpack-linux * proven from a cached build tree"])
+
+
+def test_a_pytest_raises_block_holds_only_the_statement_that_raises() -> None:
+    """Lines after the raising call never run: an assertion there cannot fail."""
+    import ast
+
+    offenders = []
+    for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.With) and len(node.body) > 1:
+                for item in node.items:
+                    call = item.context_expr
+                    if (
+                        isinstance(call, ast.Call)
+                        and isinstance(call.func, ast.Attribute)
+                        and call.func.attr == "raises"
+                    ):
+                        offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, offenders
