@@ -1,7 +1,7 @@
 """The GitHub Actions cache entries of a recipe's CI job, derived from its plan (pure: plan in, keys out).
 
 ortdist already names every cached tree by a digest of what it is made of (paths.py, layout.py,
-toolchains/debian_sysroot.py), so a CI cache key is those same digests: an unchanged recipe
+toolchains/debian/names.py), so a CI cache key is those same digests: an unchanged recipe
 restores exactly the trees its build reuses, and a changed input changes the key of the entry
 holding that tree, and of no other. GitHub caches are immutable per key; a fallback is a
 ``restore-keys`` prefix. Each entry lists its paths under ``$ORTDIST_CACHE``, and only those are
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from .fsutil import sha256_text
 from .pipeline.layout import dep_tree_name, source_tree_name
 from .plan import BuildPlan
-from .toolchains import debian_sysroot as sysroot
+from .toolchains import make_toolchain
 from .treecheck import MANIFEST_SUFFIX
 
 # Bumped when what an entry holds or how it is packed changes: every key changes with it.
@@ -69,19 +69,12 @@ def _tree(parent: str, name: str) -> tuple[str, str]:
 def other_roots(plan: BuildPlan) -> tuple[str, ...]:
     """Names of the roots besides the build root that the plan's build (and its CI smoke test,
     which runs in the same toolchain's roots) makes under sysroots/."""
-    spec, triple, steps = plan.toolchain, plan.target.triple, set(plan.steps)
-    cross = spec.is_cross(triple)
-    names = []
-    if steps & {"c_smoke", "models"} or ("check" in steps and not cross):
-        names.append(sysroot.clean_root_name(spec))
-    if cross:
-        names.append(sysroot.target_root_name(spec, triple))
-        if "check" in steps:
-            names.append(sysroot.target_root_name(spec, triple, clean=True))
-    names += [sysroot.python_overlay_name(spec, v) for v in plan.extra_python if spec.extra_python[v].source != "host"]
-    if "compat" in steps:
-        names += [sysroot.compat_root_name(spec, compat) for compat in spec.compat.values()]
-    return tuple(names)
+    return root_names(plan)[1:]
+
+
+def root_names(plan: BuildPlan) -> tuple[str, ...]:
+    """The build root's name first, then the others (the toolchain names them)."""
+    return make_toolchain(plan.toolchain).root_names(plan.target.triple, plan.steps, plan.extra_python)
 
 
 def cache_entries(plan: BuildPlan) -> tuple[CacheEntry, ...]:
@@ -94,7 +87,7 @@ def cache_entries(plan: BuildPlan) -> tuple[CacheEntry, ...]:
     entries = [
         CacheEntry(
             name="root",
-            paths=_tree("sysroots", sysroot.build_root_name(spec)),
+            paths=_tree("sysroots", root_names(plan)[0]),
             key=_key("root", host, spec.name, spec.root_digest[:16]),
         )
     ]

@@ -16,6 +16,7 @@ from .bench import PARTS
 from .compiler_cache import CACHES
 from .errors import ModelError, OrtdistError, PatchError, PublishError
 from .fsutil import allow_removals_under, atomic_write_text, check_output_dir, check_output_file
+from .hosttools import require_host_tools
 from .log import NORMAL, QUIET, VERBOSE, log
 from .patches import apply_series, read_series
 from .paths import Cache, project_root
@@ -24,7 +25,6 @@ from .progress import format_duration
 from .project import plan_for
 from .recipe.schema import recipe_schema_text
 from .toolchains import Toolchain, load_toolchain, make_toolchain, require_host_pythons
-from .toolchains.debian_sysroot import require_host_tools
 
 SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
 

@@ -547,7 +547,7 @@ def chromium_render(page: Path, screenshot: Path | None = None) -> str:
 
     Debian's `chromium` is installed on demand (apt) like the other host tools."""
     from . import run
-    from .toolchains.debian_sysroot import require_host_tools
+    from .hosttools import require_host_tools
 
     require_host_tools("chromium")
     base = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--window-size=1300,3000"]

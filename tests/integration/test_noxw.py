@@ -17,7 +17,7 @@ from ortdist import sources
 from ortdist.fsutil import remove_tree, temp_sibling_dir
 from ortdist.paths import Cache
 from ortdist.toolchains import Bind, load_toolchain
-from ortdist.toolchains.debian_sysroot import DebianSysroot
+from ortdist.toolchains.debian import DebianSysroot
 
 pytestmark = [
     pytest.mark.integration,

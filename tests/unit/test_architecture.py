@@ -94,3 +94,18 @@ def test_only_the_one_door_starts_subprocesses() -> None:
         )
     }
     assert starters == {"ortdist.run"}
+
+
+def test_no_module_outside_toolchains_imports_a_backend() -> None:
+    """Callers use the Toolchain protocol; a backend's helpers they need live in modules of their
+    own (hosttools, inroot, wheelhouse), as auditwheel's callers see only its ElfPatcher."""
+    graph = import_graph()
+    backends = {
+        name for name in graph if name.startswith(("ortdist.toolchains.debian", "ortdist.toolchains.plan_only"))
+    }
+    leaks = {
+        name: sorted(deps & backends)
+        for name, deps in graph.items()
+        if not name.startswith("ortdist.toolchains") and deps & backends
+    }
+    assert backends and leaks == {}

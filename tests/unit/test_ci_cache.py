@@ -17,7 +17,7 @@ from ortdist.paths import Cache
 from ortdist.pipeline.layout import Layout
 from ortdist.plan import BuildPlan
 from ortdist.project import plan_for
-from ortdist.toolchains.debian_sysroot import DebianSysroot
+from ortdist.toolchains.debian import DebianSysroot
 from ortdist.treecheck import manifest_path
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.toml"))

@@ -57,7 +57,7 @@ def test_build_without_root_is_refused_and_says_so(
     """README: ortdist refuses to start a root-only step without root and says so, here even
     with the build root already made by an earlier (sudo) run in the same cache."""
     from ortdist.toolchains import load_toolchain
-    from ortdist.toolchains.debian_sysroot import STAMP, DebianSysroot
+    from ortdist.toolchains.debian import STAMP, DebianSysroot
 
     monkeypatch.chdir(project)
     monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))

@@ -21,7 +21,7 @@ from ortdist.plan import make_plan
 from ortdist.project import load_patches
 from ortdist.recipe import Recipe
 from ortdist.toolchains import load_toolchain, make_toolchain
-from ortdist.toolchains.debian_sysroot import STAMP, DebianSysroot
+from ortdist.toolchains.debian import STAMP, DebianSysroot
 from ortdist.toolchains.spec import CompatRoot
 
 PORTABLE = "portable-glibc2.17"

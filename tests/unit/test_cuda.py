@@ -23,7 +23,8 @@ from ortdist.recipe import Recipe
 from ortdist.smoke.suite import device_probes, judge, judge_case, node_test_outcomes
 from ortdist.smoke.wheelinfo import read_wheel
 from ortdist.toolchains import load_toolchain
-from ortdist.toolchains.debian_sysroot import DebianSysroot
+from ortdist.toolchains.debian import DebianSysroot
+from ortdist.toolchains.debian.wheels import download_ep_wheels
 from ortdist.wheel import assemble
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
@@ -149,7 +150,7 @@ def test_ep_wheels_are_downloaded_hash_pinned(project: Path, tmp_path: Path, mon
     only_cutlass = {"cuda": {"nvidia-cutlass": spec.ep_wheels["cuda"]["nvidia-cutlass"]}}
     sysroot = DebianSysroot(dataclasses.replace(spec, ep_wheels=only_cutlass))
     with pytest.raises(ToolchainError, match="does not match the pinned sha256"):
-        sysroot.download_ep_wheels(Cache(tmp_path))
+        download_ep_wheels(sysroot.spec, Cache(tmp_path))
     (argv,) = calls
     assert "--require-hashes" in argv and "--no-deps" in argv
     requirement = Path(argv[argv.index("-r") + 1])

@@ -17,7 +17,8 @@ from ortdist.errors import RecipeError, ToolchainError
 from ortdist.paths import Cache
 from ortdist.project import plan_for
 from ortdist.toolchains import load_toolchain
-from ortdist.toolchains.debian_sysroot import DebianSysroot
+from ortdist.toolchains.debian import DebianSysroot
+from ortdist.toolchains.debian.wheels import install_ep_wheels
 from ortdist.toolchains.spec import PinnedWheel
 from ortdist.wheel import assemble
 
@@ -91,7 +92,7 @@ def test_toolkit_wheels_share_one_tree_with_their_modes_and_links(project: Path,
     links = {"cuda/nvidia/cu13/lib/libcudart.so": "libcudart.so.13", "cuda/nvidia/cu13/lib64": "lib"}
     sysroot, cache = _sysroot_with(project, tmp_path, wheels, links)
     root = tmp_path / "root"
-    sysroot.install_ep_wheels(cache, root, io.StringIO())
+    install_ep_wheels(sysroot.spec, cache, root, io.StringIO())
     tree = root / "opt" / "ortdist-wheels"
     assert sorted(p.name for p in tree.iterdir()) == ["cuda", "cudnn"]
     nvcc = tree / "cuda" / "nvidia" / "cu13" / "bin" / "nvcc"
@@ -108,7 +109,7 @@ def test_a_link_to_nothing_is_refused_with_its_name(project: Path, tmp_path: Pat
     wheels = {"nvcc": _toolkit_wheel(made, "nvcc", {"nvidia/cu13/bin/nvcc": (b"#!nvcc", 0o755)})}
     sysroot, cache = _sysroot_with(project, tmp_path, wheels, {"cuda/nvidia/cu13/lib/libnvrtc.so": "libnvrtc.so.13"})
     with pytest.raises(ToolchainError, match=r"libnvrtc.so -> libnvrtc.so.13: no libnvrtc.so.13 beside it"):
-        sysroot.install_ep_wheels(cache, tmp_path / "root", io.StringIO())
+        install_ep_wheels(sysroot.spec, cache, tmp_path / "root", io.StringIO())
 
 
 @pytest.mark.parametrize(

@@ -14,13 +14,14 @@ import pytest
 
 from ortdist import binding
 from ortdist.errors import BuildError, PackageError, RecipeError
+from ortdist.inroot import python_layout
 from ortdist.paths import Cache
 from ortdist.plan import make_plan
 from ortdist.project import load_patches, plan_for
 from ortdist.recipe import Recipe
 from ortdist.smoke.env import overlay_venv_commands
 from ortdist.toolchains import load_toolchain
-from ortdist.toolchains.debian_sysroot import DebianSysroot, python_layout
+from ortdist.toolchains.debian import DebianSysroot
 from ortdist.wheel.record import retag
 
 
@@ -362,7 +363,7 @@ def test_build_without_a_host_python_is_refused_before_the_lock_or_any_download(
     monkeypatch.chdir(project)
     monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    monkeypatch.setattr("ortdist.toolchains.debian_sysroot.require_host_tools", lambda *tools: None)
+    monkeypatch.setattr("ortdist.toolchains.debian.sysroot.require_host_tools", lambda *tools: None)
     _no_host_pythons(tmp_path, monkeypatch, "3.12.1")
     assert main(["build", "cpu-linux", "--dist", str(tmp_path / "dist")]) == ToolchainError.exit_code
     assert "--python 3.11,3.12,3.13,3.14" in capsys.readouterr().err

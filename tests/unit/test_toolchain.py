@@ -16,7 +16,8 @@ import pytest
 from ortdist.errors import RecipeError, ToolchainError
 from ortdist.paths import Cache
 from ortdist.toolchains import Bind, load_toolchain, make_toolchain
-from ortdist.toolchains.debian_sysroot import STAMP, DebianSysroot
+from ortdist.toolchains.debian import STAMP, DebianSysroot, wheels
+from ortdist.toolchains.debian.wheels import install_compiler
 
 
 def test_debian_trixie_spec(project: Path) -> None:
@@ -334,7 +335,7 @@ def test_the_compiler_is_unpacked_into_the_root_with_its_links(project: Path, tm
     shutil.copy(wheel, house / wheel.name)
     spec = dataclasses.replace(spec, compiler=dataclasses.replace(spec.compiler, sha256=digest))
     root, log = tmp_path / "root", io.StringIO()
-    DebianSysroot(spec).install_compiler(cache, root, log)
+    install_compiler(spec, cache, root, log)
     compiler = root / "opt" / "ortdist-compiler"
     assert (compiler / "bin" / "x86_64-linux-gnu-g++").read_bytes() == b"#!g++"
     assert (compiler / "bin" / "x86_64-linux-gnu-c++").readlink() == Path("x86_64-linux-gnu-g++")
@@ -349,7 +350,7 @@ def test_the_compiler_is_unpacked_into_the_root_with_its_links(project: Path, tm
 def test_a_toolchain_without_a_compiler_installs_none(project: Path, tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
-    DebianSysroot(load_toolchain(project, "debian-trixie")).install_compiler(Cache(tmp_path / "c"), root, io.StringIO())
+    install_compiler(load_toolchain(project, "debian-trixie"), Cache(tmp_path / "c"), root, io.StringIO())
     assert list(root.iterdir()) == []
     assert not (tmp_path / "c").exists()
 
@@ -362,10 +363,10 @@ def test_a_compiler_archive_missing_from_its_wheel_is_refused(
     assert spec.compiler is not None
     spec = dataclasses.replace(spec, compiler=dataclasses.replace(spec.compiler, archive="ppbt/_toolchain/arm.tar.xz"))
     wheel = fake_compiler_wheel(tmp_path / "made")
-    monkeypatch.setattr(DebianSysroot, "_pinned_wheel", lambda *a, **k: wheel)
+    monkeypatch.setattr(wheels, "pinned_wheel", lambda *a, **k: wheel)
     root = tmp_path / "root"
     with pytest.raises(ToolchainError, match=re.escape(f"{wheel.name} has no ppbt/_toolchain/arm.tar.xz")) as err:
-        DebianSysroot(spec).install_compiler(Cache(tmp_path / "c"), root, io.StringIO())
+        install_compiler(spec, Cache(tmp_path / "c"), root, io.StringIO())
     assert err.value.fix == f"correct [compiler] archive in toolchains/{PORTABLE}.toml"
     assert not (root / "opt" / "ortdist-compiler").exists()
 
@@ -389,7 +390,7 @@ def test_the_compiler_wheel_is_downloaded_hash_pinned(
     spec = load_toolchain(project, PORTABLE)
     assert spec.compiler is not None
     with pytest.raises(ToolchainError, match=r"ppbt==0\.1\.8: the download does not match the pinned sha256") as err:
-        DebianSysroot(spec).install_compiler(Cache(tmp_path / "c"), tmp_path / "root", io.StringIO())
+        install_compiler(spec, Cache(tmp_path / "c"), tmp_path / "root", io.StringIO())
     assert err.value.fix is not None and f"[compiler] in toolchains/{PORTABLE}.toml" in err.value.fix
     (argv,) = calls
     assert requirements == [f"ppbt==0.1.8 --hash=sha256:{spec.compiler.sha256}\n"]

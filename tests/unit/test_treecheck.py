@@ -16,7 +16,7 @@ import pytest
 from ortdist import sources, treecheck
 from ortdist.patches import MARKER, ensure_tree, read_series
 from ortdist.toolchains import load_toolchain
-from ortdist.toolchains.debian_sysroot import STAMP, DebianSysroot
+from ortdist.toolchains.debian import STAMP, DebianSysroot
 
 ORIGINAL = "".join(f"int line{i};\n" for i in range(1, 21))
 PATCHED = ORIGINAL.replace("int line5;\n", "int line_five;\n")

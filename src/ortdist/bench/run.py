@@ -35,7 +35,7 @@ from ..paths import IN_ROOT, IN_ROOT_BUILD, IN_ROOT_SOURCE, IN_ROOT_WORK, Cache
 from ..pipeline import Layout, Roots
 from ..project import plan_for
 from ..toolchains import Bind, Toolchain, make_toolchain
-from ..toolchains.debian_sysroot import pip_download_argv
+from ..wheelhouse import pip_download_argv
 from . import PARTS
 from .buildpy import buildpy_argv
 

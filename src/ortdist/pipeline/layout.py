@@ -15,12 +15,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..compiler_cache import IN_ROOT_TOOLS, tool_dir
+from ..inroot import in_root_python
 from ..manifest import Artifact
 from ..paths import IN_ROOT_BUILD, IN_ROOT_DEPS, IN_ROOT_SHIMS, IN_ROOT_SOURCE, IN_ROOT_TARGET, IN_ROOT_WORK, Cache
 from ..plan import BuildPlan
 from ..registry import DependencySource
 from ..toolchains import Bind
-from ..toolchains.debian_sysroot import in_root_python
 
 
 def source_tree_name(plan: BuildPlan) -> str:

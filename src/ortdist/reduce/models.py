@@ -18,7 +18,7 @@ from ..fsutil import atomic_copy, remove_tree
 from ..log import log
 from ..paths import IN_ROOT, IN_ROOT_WHEELHOUSE, Cache, project_root
 from ..toolchains import Bind, Toolchain, load_toolchain, make_toolchain
-from ..toolchains.debian_sysroot import wheelhouse_argvs
+from ..wheelhouse import wheelhouse_argvs
 from . import analyze
 
 REFERENCE_PREFIX = "reference:"

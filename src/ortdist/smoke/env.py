@@ -17,9 +17,10 @@ from typing import Any, TextIO
 from .. import run
 from ..errors import CheckError
 from ..fsutil import remove_tree
+from ..inroot import in_root_python, python_layout
 from ..paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE, Cache
 from ..toolchains import Bind, Toolchain
-from ..toolchains.debian_sysroot import in_root_python, python_layout, wheelhouse_argvs
+from ..wheelhouse import wheelhouse_argvs
 from .wheelinfo import WheelInfo
 
 IN_ROOT_SMOKE = IN_ROOT / "smoke"

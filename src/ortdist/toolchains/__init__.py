@@ -6,7 +6,7 @@ creates and caches its root, and wraps commands so they run inside it with given
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
@@ -60,6 +60,11 @@ class Toolchain(Protocol):
         with only its packages, where the compat step proves the build's outputs run."""
         ...
 
+    def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
+        """Names under <cache>/sysroots of the roots a build of ``steps`` for ``triple`` makes, the
+        build root's first (pure: CI keys its caches by them)."""
+        ...
+
     def installed_packages(self, root: Path) -> dict[str, str]:
         """Package -> version of everything installed in ``root`` (for the SBOM)."""
         ...
@@ -82,7 +87,7 @@ class Toolchain(Protocol):
 
 
 def make_toolchain(spec: ToolchainSpec) -> Toolchain:
-    from .debian_sysroot import DebianSysroot
+    from .debian import DebianSysroot
     from .plan_only import PlanOnlyToolchain
 
     if spec.plan_only:

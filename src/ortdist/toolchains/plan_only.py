@@ -7,7 +7,7 @@ failing later inside a debootstrap or chroot that does not apply to it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -50,6 +50,9 @@ class PlanOnlyToolchain:
 
     def ensure_compat_root(self, cache: Cache, compat: CompatRoot, log: TextIO) -> Path:
         self._refuse(f"check a build on Debian {compat.suite}")
+
+    def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
+        return ()  # no roots: its builds run on the runner itself
 
     def installed_packages(self, root: Path) -> dict[str, str]:
         self._refuse("list packages")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TextIO
@@ -67,6 +67,9 @@ class FakeToolchain:
     def ensure_compat_root(self, cache: Cache, compat: CompatRoot, log: TextIO) -> Path:
         self.calls.append(("compat", compat.name, compat.suite))
         return self._root(f"compat-{compat.name}")
+
+    def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
+        return ("build-root",)
 
     def installed_packages(self, root: Path) -> dict[str, str]:
         return {"libgomp1": "14.2.0-19", f"pkg-of-{root.name}": "1.0"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ... import binding, ninjalog
 from ...errors import BuildError
-from ...toolchains.debian_sysroot import python_layout
+from ...inroot import python_layout
 from ..context import BuildContext
 from ..state import Bindings, BuildState, PerPython
 

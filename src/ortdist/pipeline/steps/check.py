@@ -12,11 +12,12 @@ from typing import Any
 from ...checks.clean_root import libraries_to_load, verify_check_result, write_check_case
 from ...errors import CheckError
 from ...fsutil import remove_tree
+from ...inroot import in_root_python, python_layout
 from ...log import log
 from ...paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE
 from ...smoke.env import overlay_venv_commands, venv_commands
 from ...toolchains import Bind
-from ...toolchains.debian_sysroot import in_root_python, python_layout, wheelhouse_argvs
+from ...wheelhouse import wheelhouse_argvs
 from ..context import BuildContext
 from ..runner import Command
 from ..state import BuildState, Checks, PerPython, Repaired

@@ -61,8 +61,8 @@ from ...smoke.run_suite import write_reference_models, write_runner
 from ...smoke.suite import ModelFiles, judge
 from ...smoke.wheelinfo import read_wheel
 from ...toolchains import Bind
-from ...toolchains.debian_sysroot import wheelhouse_argvs
 from ...toolchains.spec import CompatRoot
+from ...wheelhouse import wheelhouse_argvs
 from ..context import BuildContext
 from ..runner import Command
 from ..state import BuildState, CLibrary, Compat, Repaired

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from ... import sources, treecheck
+from ...hosttools import require_host_tools
 from ...patches import ensure_tree, prepare_tree, source_exclude
-from ...toolchains.debian_sysroot import require_host_tools
 from ..context import BuildContext
 from ..state import BuildState, Source
 
