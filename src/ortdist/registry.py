@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from .config import KEY, convert_table, dotted, read_toml, where
 from .errors import DataError
-from .wheel import repair
+from .wheel.names import wheel_name
 
 _CMAKE_SWITCH = re.compile(r"^onnxruntime_[A-Z0-9_]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -338,7 +338,7 @@ def parse_pypi_wheels(data: dict[str, Any]) -> tuple[PypiWheel, ...]:
     seen: dict[tuple[str, ...], str] = {}
     for name, wheel in entries.items():
         key = dotted("", name)
-        parsed = repair.wheel_name(name)
+        parsed = wheel_name(name)
         if parsed is None:
             raise DataError(
                 "not a wheel's file name (<distribution>-<version>-<python>-<abi>-<platform>.whl)",

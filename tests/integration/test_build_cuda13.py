@@ -32,7 +32,7 @@ from ortdist.paths import Cache
 from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
-from ortdist.wheel.repair import required_glibc
+from ortdist.wheel.names import required_glibc
 
 from . import build_recipe
 

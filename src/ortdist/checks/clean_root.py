@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import CheckError
 from ..plan import BuildPlan
-from ..reduce import models
+from ..recipe.model import REFERENCE_PREFIX
 from .model import write_check_files
 
 
@@ -24,8 +24,8 @@ def write_check_case(plan: BuildPlan, models_dir: Path, check: Path) -> tuple[st
     from ..smoke.models import BUILDERS, save_case, tolerances
 
     for entry in plan.recipe.reduce.models:
-        name = entry.removeprefix(models.REFERENCE_PREFIX)
-        if entry.startswith(models.REFERENCE_PREFIX) and name in BUILDERS:
+        name = entry.removeprefix(REFERENCE_PREFIX)
+        if entry.startswith(REFERENCE_PREFIX) and name in BUILDERS:
             ref = BUILDERS[name]()
             save_case(check, ref.model, ref.inputs, ref.expected)
             (check / "model.onnx").unlink()

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import registry
 from ..config import convert, did_you_mean, parse_toml, read_toml
 from ..errors import RecipeError
-from .model import Recipe
+from .model import REFERENCE_PREFIX, Recipe
 
 __all__ = ["did_you_mean", "is_plain_name", "load_recipe", "load_recipe_text", "validate"]
 
@@ -215,7 +215,6 @@ FEATURE_SWITCHES = frozenset(
         "onnxruntime_ENABLE_CPUINFO",
     }
 )
-REFERENCE_PREFIX = "reference:"
 
 
 def validate_cuda(recipe: Recipe, where: str) -> None:

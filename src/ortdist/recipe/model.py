@@ -24,6 +24,10 @@ def _help(text: str) -> dict[str, str]:
     return {"help": text}
 
 
+# A [reduce] models entry naming one of ortdist's reference models (smoke/models.py) instead of a file.
+REFERENCE_PREFIX = "reference:"
+
+
 @dataclass(frozen=True, kw_only=True)
 class SourceSettings:
     """Where the ONNX Runtime source comes from. The default is the pinned Debian orig tarball."""

@@ -17,11 +17,11 @@ from ..errors import ModelError, OrtdistError
 from ..fsutil import atomic_copy, remove_tree
 from ..log import log
 from ..paths import IN_ROOT, IN_ROOT_WHEELHOUSE, Cache, project_root
+from ..recipe.model import REFERENCE_PREFIX
 from ..toolchains import Bind, Toolchain, load_toolchain, make_toolchain
 from ..wheelhouse import wheelhouse_argvs
 from . import analyze
 
-REFERENCE_PREFIX = "reference:"
 # ORT 1.21 serialises ORT-format models in an order that depends on heap addresses: with address
 # randomisation each conversion of the same model gives other bytes. Without it they are identical.
 FIXED_ADDRESSES = ("setarch", "-R")

@@ -91,10 +91,10 @@ def _reduced_files(
 ) -> list[ModelFiles]:
     """A reduced wheel runs the reference models it was cut for, and one model outside its operator
     set that it must refuse, both in ORT format (converted at the recorded optimization level)."""
+    from ..recipe.model import REFERENCE_PREFIX as prefix
     from ..reduce import models as reduce_models
 
     reduced = record["reduced"]
-    prefix = reduce_models.REFERENCE_PREFIX
     names = [m.removeprefix(prefix) for m in reduced["models"] if m.startswith(prefix)]
     if not names:
         raise CheckError(

@@ -55,7 +55,7 @@ from ...errors import CheckError, OrtdistError
 from ...fsutil import remove_tree
 from ...log import log as status
 from ...paths import IN_ROOT_WHEELHOUSE
-from ...reduce.models import REFERENCE_PREFIX
+from ...recipe.model import REFERENCE_PREFIX
 from ...smoke.env import MAX_CRASHES, record_crash
 from ...smoke.run_suite import write_reference_models, write_runner
 from ...smoke.suite import ModelFiles, judge

@@ -12,7 +12,7 @@ from ...errors import PackageError
 from ...fsutil import remove_tree
 from ...manifest import Artifact
 from ...paths import IN_ROOT_TARGET, IN_ROOT_TOOLS_VENV
-from ...wheel import assemble, repair
+from ...wheel import assemble, names, repair
 from ..context import BuildContext
 from ..sboms import add_wheel_sbom
 from ..state import BuildState, PerPython, Repaired, Wheels
@@ -100,7 +100,7 @@ def repair_one(ctx: BuildContext, state: BuildState, version: str, raw_wheel: Pa
     repair.check_no_executable_stack(libraries, wheel.name)
     # What the tag promises, from the libraries' own DT_NEEDED and version needs: auditwheel allows
     # all of manylinux's list, the toolchain's [promise] may allow less.
-    promised = repair.required_glibc(wheel.name) or glibc
+    promised = names.required_glibc(wheel.name) or glibc
     elf.check(
         libraries, elf.policy(promised, ctx.plan.toolchain.system_libraries, ctx.plan.repair_excludes), wheel.name
     )
@@ -122,7 +122,7 @@ def run(ctx: BuildContext, state: BuildState) -> Repaired:
             "distribution": plan.distribution,
             "python": version,
         }
-        artifacts.append(Artifact(wheel, "wheel", tag=repair.wheel_tag(wheel.name), extra=extra))
+        artifacts.append(Artifact(wheel, "wheel", tag=names.wheel_tag(wheel.name), extra=extra))
     return Repaired(
         wheels=wheels,
         times=PerPython("repair_s", seconds, timed=len(plan.python) > 1),
