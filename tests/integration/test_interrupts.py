@@ -47,14 +47,14 @@ RECIPE = "interrupt-probe"
 STOPPED = 99
 # `ortdist build` as the CLI runs it, but the compile step replaced by a stop: never compile ORT here.
 WRAPPER = f"""
-import sys
+import dataclasses, sys
 from ortdist.pipeline import driver
 
 def stop(ctx, state):
     print("ortdist-test: reached the build step; stopping before the compile", file=sys.stderr, flush=True)
     raise SystemExit({STOPPED})
 
-driver.STEPS["build"] = stop
+driver.STEPS["build"] = dataclasses.replace(driver.STEPS["build"], run=stop)
 from ortdist.cli import main
 sys.exit(main())
 """

@@ -14,18 +14,18 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from .. import children, ninjalog
+from .. import children
 from ..errors import BuildError, OrtdistError
 from ..fsutil import remove_tree, unmount_below
 from ..log import log
 from ..paths import Cache
 from . import reuse
 from .context import BuildContext
-from .layout import StepOutput
-from .state import Bindings, BuildState
+from .state import BuildState
+from .step import StepDef
 from .steps import (
     binding,
     bundle,
@@ -44,25 +44,24 @@ from .steps import (
 )
 from .steps import build as compile_step
 
-Step = Callable[[BuildContext, BuildState], StepOutput]
-
-# Every step a plan may name, in the order they run; a plan picks the ones its recipe needs.
-STEPS: Mapping[str, Step] = {
-    "toolchain": toolchain.run,
-    "source": source.run,
-    "models": models.run,
-    "configure": configure.run,
-    "build": compile_step.run,
-    "binding": binding.run,
-    "install": install.run,
-    "bundle": bundle.run,
-    "c_smoke": c_smoke.run,
-    "wheel": wheel.run,
-    "repair": repair.run,
-    "check": check.run,
-    "compat": compat.run,
-    "size": size.run,
-    "publish": publish.run,
+# Every step a plan may name, in the order they run; a plan picks the ones its recipe needs. What
+# each step is (its run function, whether it is reusable, its fingerprint) is its module's STEP.
+STEPS: Mapping[str, StepDef] = {
+    "toolchain": toolchain.STEP,
+    "source": source.STEP,
+    "models": models.STEP,
+    "configure": configure.STEP,
+    "build": compile_step.STEP,
+    "binding": binding.STEP,
+    "install": install.STEP,
+    "bundle": bundle.STEP,
+    "c_smoke": c_smoke.STEP,
+    "wheel": wheel.STEP,
+    "repair": repair.STEP,
+    "check": check.STEP,
+    "compat": compat.STEP,
+    "size": size.STEP,
+    "publish": publish.STEP,
 }
 
 
@@ -181,36 +180,13 @@ def remove_stale_temps(directory: Path) -> None:
             ) from exc
 
 
-def fingerprint(ctx: BuildContext, name: str, output: StepOutput) -> str:
-    """What a step produced, for the inputs digest of the steps after it (see reuse)."""
-    if name == "configure":
-        return reuse.content_digest(ctx.layout.build.host / "CMakeCache.txt")
-    if name == "build":
-        return built_state(ctx.layout.build.host / ".ninja_log")
-    if name == "binding":
-        modules = json.dumps(reuse.encode(output.modules if isinstance(output, Bindings) else None))
-        return reuse.chain(modules, built_state(ctx.layout.work.host / "bindings" / ".ninja_log"))
-    encoded = reuse.encode(output)
-    # A packaging step's files are checked by size and mtime before reuse; a step that always runs
-    # may rewrite a file with the same bytes (the operator config), so its files count by content.
-    files = reuse.files_of(encoded) if name in reuse.REUSABLE else reuse.contents_of(encoded)
-    return reuse.chain(json.dumps(encoded, sort_keys=True), json.dumps(files, sort_keys=True))
-
-
-def built_state(ninja_log: Path) -> str:
-    try:
-        return ninjalog.built_state(ninja_log.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return "missing"
-
-
 def build_inputs(ctx: BuildContext) -> str:
     """The digest every step's inputs start from: ortdist itself, the plan, the toolchain, the recipe."""
     plan = json.dumps(ctx.plan.summary(), sort_keys=True)
     return reuse.chain(reuse.code_digest(), plan, ctx.plan.toolchain.digest, ctx.recipe_sha256)
 
 
-def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, Step] = STEPS) -> BuildState:
+def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, StepDef] = STEPS) -> BuildState:
     """Each step in order; a packaging step whose inputs digest equals its record's is not run
     again: its recorded outputs are taken, and the manifest says so (``reused_steps``)."""
     # Checked before the first step runs: not after a half-hour compile.
@@ -220,10 +196,11 @@ def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, Step] = 
     records = reuse.StepRecords(ctx.layout.recipe_work / "steps")
     inputs = build_inputs(ctx)
     for name in ctx.plan.steps:
+        step = steps[name]
         with log.step(name):
             started = time.monotonic()
             key = reuse.chain(inputs, name)
-            found = records.reusable(name, key) if ctx.reuse and name in reuse.REUSABLE else None
+            found = records.reusable(name, key) if ctx.reuse and step.reusable else None
             if found is not None:
                 log.info(
                     f"{name}: inputs unchanged since {found.manifest()['recorded_at']}; "
@@ -233,12 +210,12 @@ def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, Step] = 
                 state.reused[name] = found.manifest()
             else:
                 records.forget(name)  # an interrupted run must not leave an older record to trust
-                output = steps[name](ctx, state)
+                output = step.run(ctx, state)
             state.put(output)
             state.timings[name] = round(time.monotonic() - started, 1)
-            if found is None and name in reuse.REUSABLE:
+            if found is None and step.reusable:
                 records.save(name, key, output, state.timings[name])
-            inputs = reuse.chain(key, fingerprint(ctx, name, output))
+            inputs = reuse.chain(key, step.fingerprint_of(ctx, output))
     return state
 
 

@@ -23,6 +23,7 @@ from ortdist.pipeline.context import BuildContext
 from ortdist.pipeline.layout import StepOutput
 from ortdist.pipeline.runner import Command, RecordingRunner, Result
 from ortdist.pipeline.state import BuildState, Compiled, Configured
+from ortdist.pipeline.step import Run, StepDef
 
 from .conftest import MakeEnv
 from .helpers import FakeToolchain, host_of
@@ -37,8 +38,10 @@ class Marker(StepOutput):
     seen: tuple[str, ...]
 
 
-def recording_steps(plan_steps: tuple[str, ...], ran: list[str]) -> dict[str, driver.Step]:
-    def make(name: str) -> driver.Step:
+def recording_steps(plan_steps: tuple[str, ...], ran: list[str]) -> dict[str, StepDef]:
+    """The real steps' descriptors, each running a recorder instead of its work."""
+
+    def make(name: str) -> Run:
         kind = type(f"Out_{name}", (Marker,), {})
 
         def step(ctx: BuildContext, state: BuildState) -> StepOutput:
@@ -48,7 +51,7 @@ def recording_steps(plan_steps: tuple[str, ...], ran: list[str]) -> dict[str, dr
 
         return step
 
-    return {name: make(name) for name in plan_steps}
+    return {name: dataclasses.replace(driver.STEPS[name], run=make(name)) for name in plan_steps}
 
 
 def test_every_planned_step_exists_and_the_table_orders_them(project: Path) -> None:
@@ -106,7 +109,7 @@ def test_a_failing_step_stops_the_build(make_env: MakeEnv, capsys: pytest.Captur
     def broken(ctx: BuildContext, state: BuildState) -> StepOutput:
         raise BuildError("no source")
 
-    steps["source"] = broken
+    steps["source"] = StepDef(broken)
     with pytest.raises(BuildError, match="no source"):
         driver.run_steps(env.ctx, env.state, steps)
     assert ran == ["toolchain"]
@@ -291,3 +294,15 @@ def test_a_build_that_failed_at_a_step_resumes_at_that_step(make_env: MakeEnv, m
     assert state.find(Compiled) is not None
     assert list(state.timings) == ["toolchain", "source", "configure", "build", "total"]
     assert (env.layout.build.host / "obj" / "b.o").is_file()
+
+
+def test_what_each_step_is_comes_from_its_module() -> None:
+    """One descriptor per step module: the table, reuse and the fingerprints read it, nothing else."""
+    import importlib
+
+    for name, step in driver.STEPS.items():
+        module = importlib.import_module(f"ortdist.pipeline.steps.{name}")
+        assert module.STEP is step, name
+    packaging = {"install", "bundle", "c_smoke", "wheel", "repair", "check", "compat", "size"}
+    assert {name for name, step in driver.STEPS.items() if step.reusable} == packaging
+    assert {name for name, step in driver.STEPS.items() if step.fingerprint} == {"configure", "build", "binding"}

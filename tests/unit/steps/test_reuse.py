@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from ortdist.manifest import Artifact
-from ortdist.pipeline import driver, reuse
+from ortdist.pipeline import driver
 from ortdist.pipeline.context import BuildContext
 from ortdist.pipeline.layout import Roots, StepOutput
 from ortdist.pipeline.state import BuildState, Checks, Compiled, PerPython, Repaired, Wheels
+from ortdist.pipeline.step import Run, StepDef, reuse
 
 from .conftest import MakeEnv
 
@@ -71,11 +72,11 @@ class Made(StepOutput):
 MADE = {name: type(f"Made_{name}", (Made,), {}) for name in STEPS}
 
 
-def counting_steps(ctx: BuildContext, ran: list[str]) -> dict[str, driver.Step]:
+def counting_steps(ctx: BuildContext, ran: list[str]) -> dict[str, StepDef]:
     """Steps that each write one file of their own; configure and build stand for CMake and ninja
     (their fingerprints are CMakeCache.txt and .ninja_log, written here as the tools would)."""
 
-    def make(name: str) -> driver.Step:
+    def make(name: str) -> Run:
         def step(c: BuildContext, state: BuildState) -> StepOutput:
             ran.append(name)
             build = ctx.layout.build.host
@@ -95,7 +96,7 @@ def counting_steps(ctx: BuildContext, ran: list[str]) -> dict[str, driver.Step]:
 
         return step
 
-    return {name: make(name) for name in STEPS}
+    return {name: dataclasses.replace(driver.STEPS[name], run=make(name)) for name in STEPS}
 
 
 def outputs_by_step(state: BuildState) -> dict[str, StepOutput]:
@@ -157,7 +158,7 @@ def test_a_failed_step_leaves_no_record_to_reuse(make_env: MakeEnv) -> None:
     def broken(ctx: BuildContext, state: BuildState) -> StepOutput:
         raise RuntimeError("repair broke halfway")
 
-    steps["repair"] = broken
+    steps["repair"] = dataclasses.replace(steps["repair"], run=broken)
     (env.ctx.layout.build.host / ".ninja_log").write_text("rebuilt\n")
     with pytest.raises(RuntimeError):
         driver.run_steps(env.ctx, BuildState(), steps)

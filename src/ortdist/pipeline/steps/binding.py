@@ -3,11 +3,16 @@ build's own binding commands with the other version's headers (see ortdist.bindi
 
 from __future__ import annotations
 
+import json
+
 from ... import binding, ninjalog
 from ...errors import BuildError
 from ...inroot import python_layout
+from .. import reuse
 from ..context import BuildContext
+from ..layout import StepOutput
 from ..state import Bindings, BuildState, PerPython
+from ..step import StepDef, ninja_state
 
 
 def run(ctx: BuildContext, state: BuildState) -> Bindings:
@@ -51,3 +56,12 @@ def run(ctx: BuildContext, state: BuildState) -> Bindings:
     return Bindings(
         modules=modules, times=PerPython("binding_s", seconds, timed=True), ninja_no_work=ninjalog.no_work(said)
     )
+
+
+def fingerprint(ctx: BuildContext, output: StepOutput) -> str:
+    """Later steps see the modules made and ninja's log of the bindings' build."""
+    modules = json.dumps(reuse.encode(output.modules if isinstance(output, Bindings) else None))
+    return reuse.chain(modules, ninja_state(ctx.layout.work.host / "bindings" / ".ninja_log"))
+
+
+STEP = StepDef(run, fingerprint=fingerprint)

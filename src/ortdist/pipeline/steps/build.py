@@ -11,6 +11,7 @@ from ...errors import BuildError
 from ...progress import NinjaProgress, failure_excerpt
 from ..context import BuildContext
 from ..state import BuildState, Compiled
+from ..step import StepDef, ninja_state
 
 
 def account_compile(build_dir: Path, seconds: float) -> float:
@@ -80,3 +81,7 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
         command_seconds=split,
         ninja_no_work=ninjalog.no_work(lines),
     )
+
+
+# Later steps see ninja's log: what the compile made.
+STEP = StepDef(run, fingerprint=lambda ctx, _: ninja_state(ctx.layout.build.host / ".ninja_log"))

@@ -14,6 +14,7 @@ from ..context import BuildContext
 from ..linkgraph import link_graph
 from ..sboms import SBOM_IN_ARCHIVE, sbom_inputs
 from ..state import BuildState, StaticLibrary
+from ..step import StepDef
 
 
 def run(ctx: BuildContext, state: BuildState) -> StaticLibrary:
@@ -90,3 +91,6 @@ def run(ctx: BuildContext, state: BuildState) -> StaticLibrary:
         bytes=(stage.host / "lib" / "libonnxruntime.a").stat().st_size,
         artifacts=(Artifact(out, "static-library", extra={"linked_only_with": list(graph.system_libs)}),),
     )
+
+
+STEP = StepDef(run, reusable=True)

@@ -22,6 +22,7 @@ from ...toolchains import Bind
 from ..context import BuildContext
 from ..runner import Command
 from ..state import BuildState, CSmoke, StaticLibrary
+from ..step import StepDef
 
 PROGRAM = Path(__file__).resolve().parents[2] / "data" / "c_smoke" / "ort_smoke.c"
 
@@ -93,3 +94,6 @@ def run(ctx: BuildContext, state: BuildState) -> CSmoke:
         results.append(compare_case_outputs(case, here))
     remove_tree(smoke.host / "cases")
     return CSmoke(needed=tuple(needed), binary_bytes=(smoke.host / "ort_smoke").stat().st_size, models=tuple(results))
+
+
+STEP = StepDef(run, reusable=True)

@@ -21,6 +21,7 @@ from ...wheelhouse import wheelhouse_argvs
 from ..context import BuildContext
 from ..runner import Command
 from ..state import BuildState, Checks, PerPython, Repaired
+from ..step import StepDef
 from .wheel import suffix
 
 PACKAGE = Path(__file__).resolve().parents[2]
@@ -125,3 +126,6 @@ def run(ctx: BuildContext, state: BuildState) -> Checks:
             "node_providers": result["node_providers"],
         }
     return Checks(main=main, others=others, times=PerPython("check_s", seconds, timed=len(plan.python) > 1))
+
+
+STEP = StepDef(run, reusable=True)

@@ -66,6 +66,7 @@ from ...wheelhouse import wheelhouse_argvs
 from ..context import BuildContext
 from ..runner import Command
 from ..state import BuildState, CLibrary, Compat, Repaired
+from ..step import StepDef
 from .c_smoke import PROGRAM
 
 # Python writes no bytecode into the root's own /usr: its content manifest stays as made.
@@ -353,3 +354,6 @@ def run(ctx: BuildContext, state: BuildState) -> Compat:
             }
         )
     return Compat(results=tuple(results))
+
+
+STEP = StepDef(run, reusable=True)

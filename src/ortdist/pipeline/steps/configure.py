@@ -8,8 +8,10 @@ from ...fsutil import remove_tree, sync_tree
 from ...log import log
 from ...paths import IN_ROOT_SOURCE
 from ...plan import BuildPlan
+from .. import reuse
 from ..context import BuildContext
 from ..state import BuildState, Configured
+from ..step import StepDef
 
 
 def reduce_kernels_argv(plan: BuildPlan, build_dir: str, config: str) -> list[str]:
@@ -80,3 +82,7 @@ def run(ctx: BuildContext, state: BuildState) -> Configured:
         )
     stamp.write_text(digest + "\n")
     return Configured(reconfigured=True)
+
+
+# Later steps see CMake's cache: what configure decided.
+STEP = StepDef(run, fingerprint=lambda ctx, _: reuse.content_digest(ctx.layout.build.host / "CMakeCache.txt"))

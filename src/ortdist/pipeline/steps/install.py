@@ -11,6 +11,7 @@ from ...wheel.repair import check_no_executable_stack
 from ..context import BuildContext
 from ..sboms import SBOM_IN_ARCHIVE, sbom_inputs
 from ..state import BuildState, CLibrary
+from ..step import StepDef
 
 
 def run(ctx: BuildContext, state: BuildState) -> CLibrary:
@@ -44,3 +45,6 @@ def run(ctx: BuildContext, state: BuildState) -> CLibrary:
     deterministic_tarball(install.host, archive, name, ctx.source_date_epoch())
     extra = {"execution_providers": [ep.name for ep in plan.providers]}
     return CLibrary(archive=archive, artifacts=(Artifact(archive, "c-library", extra=extra),))
+
+
+STEP = StepDef(run, reusable=True)

@@ -12,6 +12,7 @@ from ...manifest import Artifact
 from ...reduce import analyze, models
 from ..context import BuildContext
 from ..state import BuildState, Models
+from ..step import StepDef
 
 
 def run(ctx: BuildContext, state: BuildState) -> Models:
@@ -62,3 +63,6 @@ def run(ctx: BuildContext, state: BuildState) -> Models:
         types=recipe.reduce.types,
         artifacts=tuple(artifacts),
     )
+
+
+STEP = StepDef(run)

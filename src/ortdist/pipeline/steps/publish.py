@@ -9,6 +9,7 @@ from ... import __version__
 from ...manifest import publish
 from ..context import BuildContext
 from ..state import BuildState, Published
+from ..step import StepDef
 
 
 def manifest(ctx: BuildContext, state: BuildState) -> dict[str, Any]:
@@ -39,3 +40,6 @@ def manifest(ctx: BuildContext, state: BuildState) -> dict[str, Any]:
 def run(ctx: BuildContext, state: BuildState) -> Published:
     entries = publish(ctx.layout.dist, state.artifacts(), manifest(ctx, state))
     return Published(entries=tuple(entries))
+
+
+STEP = StepDef(run)

@@ -16,6 +16,7 @@ from ...wheel import assemble, names, repair
 from ..context import BuildContext
 from ..sboms import add_wheel_sbom
 from ..state import BuildState, PerPython, Repaired, Wheels
+from ..step import StepDef
 from .wheel import suffix
 
 
@@ -128,3 +129,6 @@ def run(ctx: BuildContext, state: BuildState) -> Repaired:
         times=PerPython("repair_s", seconds, timed=len(plan.python) > 1),
         artifacts=tuple(artifacts),
     )
+
+
+STEP = StepDef(run, reusable=True)

@@ -14,6 +14,7 @@ from ...manifest import Artifact
 from ..context import BuildContext
 from ..linkgraph import link_graph
 from ..state import BuildState, Size
+from ..step import StepDef
 
 # The full CPU build slim builds are compared with in their size report, unless the recipe names
 # another ([size] compare_with).
@@ -138,3 +139,6 @@ def run(ctx: BuildContext, state: BuildState) -> Size:
     table.write_text(size.render_table(plan.recipe.name, report, baseline), encoding="utf-8")
     log.info("size report:\n" + table.read_text(encoding="utf-8"))
     return Size(report=report, artifacts=(Artifact(table, "size-report"),))
+
+
+STEP = StepDef(run, reusable=True)

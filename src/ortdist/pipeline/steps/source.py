@@ -10,6 +10,7 @@ from ...hosttools import require_host_tools
 from ...patches import ensure_tree, prepare_tree, source_exclude
 from ..context import BuildContext
 from ..state import BuildState, Source
+from ..step import StepDef
 
 
 def run(ctx: BuildContext, state: BuildState) -> Source:
@@ -49,3 +50,6 @@ def run(ctx: BuildContext, state: BuildState) -> Source:
             sources.unpack_dependency(archive, target, dep.subdir)
             treecheck.record(target, source_exclude)
     return Source(record=record, patches=tuple({"name": p.name, "sha256": p.sha256} for p in plan.patches))
+
+
+STEP = StepDef(run)

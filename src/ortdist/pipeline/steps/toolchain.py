@@ -6,6 +6,7 @@ from ...compiler_cache import ensure_tool
 from ..context import BuildContext
 from ..layout import Roots
 from ..state import BuildState
+from ..step import StepDef
 
 
 def run(ctx: BuildContext, state: BuildState) -> Roots:
@@ -27,3 +28,6 @@ def run(ctx: BuildContext, state: BuildState) -> Roots:
         packages=ctx.toolchain.installed_packages(build),
         target_packages=ctx.toolchain.installed_packages(target) if target else {},
     )
+
+
+STEP = StepDef(run)

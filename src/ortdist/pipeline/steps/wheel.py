@@ -14,6 +14,7 @@ from ...paths import IN_ROOT_TOOLS_VENV
 from ...wheel import assemble, record, repair
 from ..context import BuildContext
 from ..state import Bindings, BuildState, Models, PerPython, Source, Wheels
+from ..step import StepDef
 
 
 def suffix(ctx: BuildContext, version: str) -> str:
@@ -92,3 +93,6 @@ def run(ctx: BuildContext, state: BuildState) -> Wheels:
         raw[version] = wheel_for(ctx, state, version)
         seconds[version] = round(time.monotonic() - started, 1)
     return Wheels(raw=raw, times=PerPython("wheel_s", seconds, timed=len(ctx.plan.python) > 1))
+
+
+STEP = StepDef(run, reusable=True)
