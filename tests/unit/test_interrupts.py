@@ -299,7 +299,7 @@ def test_sigterm_exits_143_with_one_line_and_the_handler_is_restored(
         time.sleep(10)
         return 0
 
-    monkeypatch.setattr(cli, "cmd_providers", terminated)
+    monkeypatch.setattr(cli.commands, "cmd_providers", terminated)
     before = signal.getsignal(signal.SIGTERM)
     assert cli.main(["providers"]) == 143
     assert capsys.readouterr().err == "ortdist: error: interrupted (SIGTERM); rerun the same command to resume\n"
@@ -310,6 +310,6 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     def interrupted(_args: object) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_providers", interrupted)
+    monkeypatch.setattr(cli.commands, "cmd_providers", interrupted)
     assert cli.main(["providers"]) == 130
     assert capsys.readouterr().err == "ortdist: error: interrupted (SIGINT); rerun the same command to resume\n"
