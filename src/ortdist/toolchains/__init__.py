@@ -14,7 +14,8 @@ from typing import Protocol, TextIO
 from ..errors import RecipeError
 from ..paths import Cache
 from .host_python import require_host_pythons
-from .spec import CompatRoot, ToolchainSpec, load_toolchain
+from .load import load_toolchain
+from .spec import CompatRoot, ToolchainSpec
 
 
 @dataclass(frozen=True)
