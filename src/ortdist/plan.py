@@ -161,7 +161,7 @@ class BuildPlan:
     def digest(self) -> str:
         """Everything the plan decides (its summary: defines, steps, Pythons, patches, ...) and what
         its trees are made of (source, toolchain files and shims, dependency pins): equal digests,
-        equal builds. CI keys the compiler cache of a recipe's job by it (ci_cache.py)."""
+        equal builds. CI keys the compiler cache of a recipe's job by it (ci/cache.py)."""
         return sha256_text(
             json.dumps(self.summary(), sort_keys=True),
             self.tree_identity(),

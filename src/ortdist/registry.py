@@ -170,7 +170,7 @@ class OrtVersion:
 
 
 def load_data(name: str) -> dict[str, Any]:
-    """A data file's table, for the module that owns its facts (ci.py: runners.toml)."""
+    """A data file's table, for the module that owns its facts (ci/runners.py: runners.toml)."""
     return read_toml(resources.files("ortdist.data").joinpath(name), DataError, origin=data_origin(name))
 
 

@@ -354,7 +354,7 @@ def test_an_offline_rebuild_after_rm_rf_is_served_by_ccache_and_byte_identical(
     again = json.loads((tmp_path / "cpu-linux" / "manifest.json").read_text())
     cache = again["compiler_cache"]
     assert cache["cache_miss"] == 0 and cache["direct_cache_hit"] + cache["preprocessed_cache_hit"] > 500, cache
-    from ortdist import release
+    from ortdist.report import release
 
     served = release.reuse("build", again["build_times_s"]["build"], again)  # what the report draws
     assert served is not None and served.label == "cached" and again["build"] == {"ninja_no_work": False}, served

@@ -1,4 +1,4 @@
-"""The CI jobs' cache entries (ci_cache.py): keys derived from the plan's own digests, which change
+"""The CI jobs' cache entries (ci/cache.py): keys derived from the plan's own digests, which change
 exactly when what the entry holds changes; and the workflow steps that restore and save them."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ortdist import ci, ci_cache
-from ortdist.ci_cache import CacheEntry, cache_entries
+from ortdist import ci
+from ortdist.ci import cache as ci_cache
+from ortdist.ci.cache import CacheEntry, cache_entries
 from ortdist.cli import main
 from ortdist.paths import Cache
 from ortdist.pipeline.layout import Layout

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from ortdist import registry, release
+from ortdist import registry
 from ortdist.errors import CheckError, DataError
 from ortdist.pipeline.driver import STEPS
-from ortdist.report import RecipeReport, collect, render, wheel_space
+from ortdist.report import RecipeReport, collect, release, render, wheel_space
 
 
 def test_wheel_space_groups_members_by_what_they_are(tmp_path: Path) -> None:

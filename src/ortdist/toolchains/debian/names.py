@@ -2,7 +2,7 @@
 
 Pure functions of the spec: each name carries a digest of what the root is made of, so a changed
 input makes a new root beside the old one. CI derives its cache keys from the same names
-(DebianSysroot.root_names, ci_cache.py).
+(DebianSysroot.root_names, ci/cache.py).
 """
 
 from __future__ import annotations

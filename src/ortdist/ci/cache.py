@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fsutil import sha256_text
-from .pipeline.layout import dep_tree_name, source_tree_name
-from .plan import BuildPlan
-from .toolchains import make_toolchain
-from .treecheck import MANIFEST_SUFFIX
+from ..fsutil import sha256_text
+from ..pipeline.layout import dep_tree_name, source_tree_name
+from ..plan import BuildPlan
+from ..toolchains import make_toolchain
+from ..treecheck import MANIFEST_SUFFIX
 
 # Bumped when what an entry holds or how it is packed changes: every key changes with it.
 LAYOUT = "v1"

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .pipeline.driver import STEPS
-from .registry import PypiWheel, pypi_wheels
-from .wheel.names import wheel_name
+from ..pipeline.driver import STEPS
+from ..registry import PypiWheel, pypi_wheels
+from ..wheel.names import wheel_name
 
 Manifest = Mapping[str, Any]
 
