@@ -108,7 +108,7 @@ def test_a_debian_trixie_plan_takes_the_roots_libraries(project: Path, recipe_fr
 def test_selected_deps_follow_toolchain_and_eps(project: Path, recipe_from: Callable[..., Recipe]) -> None:
     """A deps_from_source toolchain compiles every dependency but an EP's, which only builds with
     that EP need; other root toolchains only the ``always`` ones; rootless ones none (ORT fetches)."""
-    from ortdist.plan import selected_deps
+    from ortdist.defines import selected_deps
     from ortdist.registry import ort_versions, providers
 
     recipe = recipe_from("")
@@ -137,7 +137,7 @@ def test_selected_deps_follow_toolchain_and_eps(project: Path, recipe_from: Call
 
 def test_in_root_substitutes_every_placeholder() -> None:
     """A toolchain define names the root's trees by placeholder; each one, however often it occurs."""
-    from ortdist.plan import in_root
+    from ortdist.defines import in_root
 
     assert in_root("-B{compiler}/newer-binutils/ -idirafter {compiler}/python-multiarch") == (
         "-B/opt/ortdist-compiler/newer-binutils/ -idirafter /opt/ortdist-compiler/python-multiarch"

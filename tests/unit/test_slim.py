@@ -377,7 +377,8 @@ def test_a_refusal_is_expected_only_for_want_of_a_kernel_the_build_lacks() -> No
 def test_without_unwind_tables_c_and_cxx_are_compiled_without_them(project: Path) -> None:
     """ORT drops the tables from its C++ alone when exceptions are off; the C code (MLAS and the
     dependencies) loses them only through the recipe's unwind_tables = false."""
-    from ortdist.plan import NO_UNWIND_TABLES, make_plan
+    from ortdist.defines import NO_UNWIND_TABLES
+    from ortdist.plan import make_plan
     from ortdist.recipe import load_recipe
     from ortdist.toolchains import load_toolchain
 
@@ -410,7 +411,8 @@ def test_the_size_comparison_names_a_recipe_beside_it(write_recipe: Callable[...
 
 
 def test_link_size_features_reach_every_linker_flag_and_need_their_glibc(project: Path) -> None:
-    from ortdist.plan import LINKER_FLAGS, PACKED_RELOCATIONS, make_plan
+    from ortdist.defines import LINKER_FLAGS, PACKED_RELOCATIONS
+    from ortdist.plan import make_plan
     from ortdist.recipe import load_recipe
     from ortdist.toolchains import load_toolchain
 
@@ -436,7 +438,8 @@ def test_link_size_features_reach_every_linker_flag_and_need_their_glibc(project
 
 
 def test_left_out_types_and_smallest_code_reach_cmake(project: Path) -> None:
-    from ortdist.plan import SMALLEST_CODE, make_plan
+    from ortdist.defines import SMALLEST_CODE
+    from ortdist.plan import make_plan
     from ortdist.recipe import load_recipe
     from ortdist.toolchains import load_toolchain
 
