@@ -110,3 +110,22 @@ def test_no_module_outside_toolchains_imports_a_backend() -> None:
         if not name.startswith("ortdist.toolchains") and deps & backends
     }
     assert backends and leaks == {}
+
+
+# A module over this usually holds two things (docs/internals.md); the reference-model catalogue says
+# in its docstring why it is one list.
+MODULE_LINES = 450
+CATALOGUES = {"ortdist.smoke.models"}
+
+
+def test_modules_stay_small() -> None:
+    large = {
+        module_name(path): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES
+    }
+    assert set(large) <= CATALOGUES, large
+    for name in CATALOGUES:
+        path = PACKAGE.parent / (name.replace(".", "/") + ".py")
+        assert "catalogue" in (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "")
+

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ortdist.bench.run import ONE_FILE, Bench, markdown, max_output_diff, release_cost
+from ortdist.bench.results import markdown, max_output_diff, release_cost
+from ortdist.bench.run import ONE_FILE, Bench
 from ortdist.patches import prepare_tree, reuse_tree
 from ortdist.paths import Cache
 

@@ -16,7 +16,7 @@ import pytest
 from onnx import numpy_helper
 
 from ortdist.bench import realsize
-from ortdist.bench.run import markdown
+from ortdist.bench.results import markdown
 
 
 def parameters(model: onnx.ModelProto) -> int:

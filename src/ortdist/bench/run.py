@@ -20,7 +20,6 @@ import shutil
 import statistics
 import sys
 import time
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,14 +37,8 @@ from ..toolchains import Bind, Toolchain, make_toolchain
 from ..wheelhouse import pip_download_argv
 from . import PARTS
 from .buildpy import buildpy_argv
+from .results import SLIM_COMPARED_WITH, SLIM_RECIPE, markdown, max_output_diff, native_sizes
 
-# The slim part: the C-only arm64 cut, the same cut with exceptions (the wheel's) it is compared
-# with, and the goal: half of the cap ORT's CI sets for an Android arm64 minimal build with no
-# operators at all, as issue 19 quotes it (1.21.0's own binary-size-checks-pipeline.yml sets
-# BinarySizeThresholdInBytes: 1306224 for that build, exceptions disabled).
-SLIM_RECIPE, SLIM_COMPARED_WITH = "slim-c-linux-aarch64", "slim-linux-aarch64"
-UPSTREAM_EMPTY_ARM64_BYTES = 1_595_392
-SLIM_GOAL_BYTES = UPSTREAM_EMPTY_ARM64_BYTES // 2
 # A file every CPU build compiles, changed by one comment line for the one-file-change rebuild.
 ONE_FILE = "onnxruntime/core/providers/cpu/math/element_wise_ops.cc"
 IN_ROOT_BENCH = IN_ROOT / "bench"
@@ -422,153 +415,6 @@ class Bench:
             report, _ = smoke_wheel(wheel, self.work / "smoke-full" / who, self.cache, self.toolchain)
             times[who] = {"seconds": time.monotonic() - start, "passed": report["passed"]}
         return times
-
-
-def native_sizes(wheel: Path) -> dict[str, int]:
-    """Bytes of the native libraries in a wheel (ORT's own and bundled), by member name."""
-    with zipfile.ZipFile(wheel) as zf:
-        return {i.filename: i.file_size for i in zf.infolist() if ".so" in i.filename.rsplit("/", 1)[-1]}
-
-
-def max_output_diff(a: Path, b: Path) -> float:
-    import numpy as np
-
-    with np.load(a) as x, np.load(b) as y:
-        diffs = [
-            float(np.max(np.abs(x[k].astype(np.float64) - y[k].astype(np.float64)))) if x[k].size else 0.0
-            for k in x.files
-        ]
-    return max(diffs) if diffs else 0.0
-
-
-def _lib_stem(member: str) -> str:
-    """'onnxruntime/capi/onnxruntime_pybind11_state.cpython-313-x86_64-linux-gnu.so' -> its first name part."""
-    return member.rsplit("/", 1)[-1].split(".", 1)[0]
-
-
-def _ratio(ours: float | None, theirs: float | None) -> str:
-    return f"{ours / theirs:.2f}x" if ours and theirs else "-"
-
-
-def _round_spread(ratios: list[float]) -> str:
-    """'rounds 0.98-1.03, ours faster in 5 of 8; ' from each round's ratio ('' for older results)."""
-    if not ratios:
-        return ""
-    faster = sum(r < 1 for r in ratios)
-    return f"rounds {min(ratios):.2f}-{max(ratios):.2f}, ours faster in {faster} of {len(ratios)}; "
-
-
-def release_cost(build: dict[str, Any]) -> dict[str, float] | None:
-    """What the extra CPythons cost in the measured cold build. ``one_python_s`` is that build less
-    every version-specific step of the others: the binding step (all of them, in one ninja run; its
-    wall time) and each one's wheel, repair and check (timed per version in the same run);
-    ``per_python_rebuild_s`` is build.py's cold build once per version, as ORT's packaging and
-    conda-forge build every Python from scratch (it neither packages nor checks)."""
-    total, versions = build.get("ours_cold_s"), build.get("ours_cold_python_versions") or {}
-    if total is None or len(versions) < 2:
-        return None
-    # The root's own Python needs no binding of its own: its steps are part of any build.
-    others = [times for times in versions.values() if "binding_s" in times]
-    binding_wall = (build.get("ours_cold_steps") or {}).get("binding")
-    if binding_wall is None:  # a run from before the one-ninja binding step: its per-version times
-        extra = sum(sum(times.values()) for times in others)
-    else:
-        extra = binding_wall + sum(v for times in others for k, v in times.items() if k != "binding_s")
-    one = total - extra
-    figures = {"pythons": float(len(versions)), "release_s": total, "one_python_s": one, "ratio": total / one}
-    if build.get("buildpy_cold_s"):
-        figures["per_python_rebuild_s"] = build["buildpy_cold_s"] * len(versions)
-    return figures
-
-
-def markdown(results: dict[str, Any]) -> str:
-    """The table the issue note quotes: each figure ours vs theirs, with the ratio."""
-    lines = ["| figure | ortdist | reference | ratio (ortdist / reference) |", "|---|---|---|---|"]
-    build = results.get("build", {})
-    for key, label in (("cold", "cold build"), ("noop", "no-op rebuild"), ("one_file", "one-file-change rebuild")):
-        ours, theirs = build.get(f"ours_{key}_s"), build.get(f"buildpy_{key}_s")
-        if ours is not None:
-            lines.append(f"| {label} (vs ORT build.py) | {ours:.1f} s | {theirs:.1f} s | {_ratio(ours, theirs)} |")
-        steps = build.get(f"ours_{key}_steps")
-        if steps and theirs:
-            core = steps.get("configure", 0.0) + steps.get("build", 0.0)
-            lines.append(
-                f"| {label}: configure + compile steps only | {core:.1f} s | {theirs:.1f} s | {_ratio(core, theirs)} |"
-            )
-    if build.get("ours_nox_noop_s") is not None:
-        lines.append(
-            f"| no-op `nox -s build-<recipe>` end to end (goal < 5 s; vs build.py's no-op) | "
-            f"{build['ours_nox_noop_s']:.1f} s | {build.get('buildpy_noop_s', 0):.1f} s | "
-            f"{_ratio(build['ours_nox_noop_s'], build.get('buildpy_noop_s'))} |"
-        )
-    one_file = build.get("ours_one_file_steps")
-    if one_file and build.get("buildpy_one_file_s"):
-        spent = ", ".join(f"{k} {v:.1f} s" for k, v in one_file.items() if k != "total" and v >= 0.5)
-        lines.append(
-            f"| one-file change, ours by step (goal < 2x build.py: {2 * build['buildpy_one_file_s']:.1f} s) "
-            f"| {spent} | | |"
-        )
-    release = release_cost(build)
-    if release:
-        n = int(release["pythons"])
-        lines.append(
-            f"| {n}-Python release, cold (vs ortdist's one-Python build; goal <= 1.25x) | {release['release_s']:.1f} s "
-            f"| {release['one_python_s']:.1f} s | {release['ratio']:.2f}x |"
-        )
-        if "per_python_rebuild_s" in release:
-            lines.append(
-                f"| {n}-Python release, cold (vs build.py once per Python, compile only) | "
-                f"{release['release_s']:.1f} s | {release['per_python_rebuild_s']:.1f} s | "
-                f"{_ratio(release['release_s'], release['per_python_rebuild_s'])} |"
-            )
-    size = results.get("size")
-    if size:
-        o, t = size["ours"], size["official"]
-        lines.append(f"| wheel bytes (vs PyPI) | {o['bytes']:,} | {t['bytes']:,} | {_ratio(o['bytes'], t['bytes'])} |")
-        for key in sorted(o["native"]):
-            name = key.rsplit("/", 1)[-1]
-            # The same library in the other wheel; extension modules may differ only in their ABI tag.
-            twin = next((v for k, v in t["native"].items() if _lib_stem(k) == _lib_stem(key)), None)
-            if twin:
-                lines.append(f"| {name} bytes | {o['native'][key]:,} | {twin:,} | {_ratio(o['native'][key], twin)} |")
-        ours_libs = sum(v for k, v in o["native"].items() if ".libs/" in k)
-        lines.append(f"| bundled system libraries bytes | {ours_libs:,} | 0 (static) | - |")
-    inference = results.get("inference", {})
-    for model, m in sorted(inference.get("models", {}).items()):
-        lines.append(
-            f"| {model} median latency, 1 thread (vs PyPI) | {m['ours_ms']:.4f} ms | {m['official_ms']:.4f} ms | "
-            f"{m['ratio']:.2f}x (max output diff {m['max_output_diff']:.2g}) |"
-        )
-    for model, m in (results.get("models", {}).get("models") or {}).items():
-        for threads in map(str, results["models"]["threads"]):
-            t = m[threads]
-            lines.append(
-                f"| {model} median latency, {threads} thread(s) (vs PyPI; goal <= 1.00) | {t['ours_ms']:.2f} ms | "
-                f"{t['official_ms']:.2f} ms | {t['ratio']:.2f}x ({_round_spread(t.get('round_ratios', []))}max "
-                f"output diff {m['max_output_diff']:.2g}) |"
-            )
-    smoke = results.get("smoke", {})
-    if smoke:
-        o, t = smoke["ours"], smoke["official"]
-        lines.append(
-            f"| smoke suite wall time (vs PyPI wheel) | {o['seconds']:.1f} s | {t['seconds']:.1f} s | "
-            f"{_ratio(o['seconds'], t['seconds'])} |"
-        )
-    slim = results.get("slim", {})
-    if SLIM_RECIPE in slim:
-        ours, cut = slim[SLIM_RECIPE], slim.get(SLIM_COMPARED_WITH)
-        lines.append(
-            f"| {SLIM_RECIPE} libonnxruntime.so stripped (goal < {SLIM_GOAL_BYTES:,} B, half of upstream's "
-            f"empty-operator arm64 build; C smoke max error {ours['c_smoke']['max_abs_err']:.2g}) | "
-            f"{ours['stripped_bytes']:,} | {SLIM_GOAL_BYTES:,} | {_ratio(ours['stripped_bytes'], SLIM_GOAL_BYTES)} |"
-        )
-        if cut:
-            lines.append(
-                f"| the same cut with exceptions and RTTI ({SLIM_COMPARED_WITH}; vs upstream's empty build) | "
-                f"{cut['stripped_bytes']:,} | {UPSTREAM_EMPTY_ARM64_BYTES:,} | "
-                f"{_ratio(cut['stripped_bytes'], UPSTREAM_EMPTY_ARM64_BYTES)} |"
-            )
-    return "\n".join(lines) + "\n"
 
 
 def run_bench(project: Path, recipe: str, jobs: int, only: list[str]) -> Path:

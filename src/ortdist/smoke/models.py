@@ -3,6 +3,10 @@
 Each model comes with seeded inputs and expected outputs. Expected outputs come from ONNX's
 reference evaluator, except where noted: the control-flow model's are computed with numpy from
 the semantics the graph encodes, because onnx 1.17's evaluator is unreliable on If/Loop.
+
+Larger than ortdist's other modules on purpose: it is the reference-model catalogue, one builder
+per model and nothing else, read as one list (BUILDERS) by the smoke suite, the slim recipes, the
+compat checks and the device proof.
 """
 
 from __future__ import annotations
