@@ -128,4 +128,3 @@ def test_modules_stay_small() -> None:
     for name in CATALOGUES:
         path = PACKAGE.parent / (name.replace(".", "/") + ".py")
         assert "catalogue" in (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "")
-
