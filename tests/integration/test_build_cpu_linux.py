@@ -462,7 +462,7 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     # The chart: drawn by the page's script, one bar per space group of the real wheel.
     # cpu-linux's wheel grafts nothing (test_wheels_are_manylinux_2_17_with_nothing_grafted): the
     # chart has the binding's bar and no bundled libraries', and draws every bar it was given.
-    rendered = re.search(r'data-rendered="(\d+)"', dom)
+    rendered = re.search(r'<svg class="space"[^>]*data-rendered="(\d+)"', dom)
     assert rendered is not None and dom.count('class="bar"') == int(rendered[1]) >= 3
     assert "Python binding (ORT core linked in)" in dom and "bundled system libraries" not in dom
     assert "abseil" in dom and "ppbt" in dom  # SBOM summary: the sources compiled in, and the compiler
