@@ -6,11 +6,12 @@ pip inside a root fails the TLS check here, so every wheel a root needs is fetch
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import run
-from .errors import ToolchainError
+from .errors import OrtdistError, ToolchainError
 from .fsutil import remove_tree, sha256_file
 
 
@@ -21,6 +22,23 @@ def wheelhouse_argvs(
     if it fails. What the wheelhouse already holds needs no network, so a warm rebuild works offline."""
     asking = pip_download_argv(dest, python, [], arch)
     return [*asking, "--no-index", "--find-links", str(dest), *requirements], [*asking, *requirements]
+
+
+def fill(
+    house: Path,
+    python: str,
+    requirements: Sequence[str],
+    arch: str = "x86_64",
+    *,
+    capture: Callable[..., Any] = run.capture,
+    error: type[OrtdistError] = ToolchainError,
+    what: str = "downloading wheels",
+) -> None:
+    """``house`` holds ``requirements`` for CPython ``python`` on ``arch``: from what it has (no
+    network), else from PyPI. ``capture`` runs an argv (run.capture, or a step's runner over it)."""
+    offline, online = wheelhouse_argvs(house, python, requirements, arch)
+    if capture(offline, check=False).returncode != 0:
+        capture(online, error=error, what=what)
 
 
 def pip_download_argv(dest: Path, python: str, requirements: Sequence[str], arch: str = "x86_64") -> list[str]:

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..fsutil import sha256_file
 from ..paths import Cache
@@ -15,7 +15,7 @@ from ..plan import BuildPlan
 from ..toolchains import Toolchain
 from ..toolchains.spec import CrossTarget
 from .layout import Layout, Roots
-from .runner import Command, Runner
+from .runner import Command, Result, Runner
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,10 @@ class BuildContext:
     def in_root(self, roots: Roots, argv: Sequence[str]) -> Command:
         """``argv`` in the build root with every tree of the layout mounted."""
         return Command(tuple(argv), roots.build, tuple(self.layout.binds(roots)), self.env())
+
+    def host_capture(self, argv: Sequence[str], **options: Any) -> Result:
+        """``argv`` on the host through the step's runner (recorded in unit tests), as run.capture takes it."""
+        return self.runner.capture(Command(tuple(argv)), **options)
 
     def tool(self, name: str) -> str:
         """A binutils/compiler tool for the target (the cross prefix when there is one)."""

@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .. import run
+from .. import run, wheelhouse
 from ..errors import ModelError, OrtdistError
 from ..fsutil import atomic_copy, remove_tree
 from ..log import log
 from ..paths import IN_ROOT, IN_ROOT_WHEELHOUSE, Cache, project_root
 from ..recipe.model import REFERENCE_PREFIX
 from ..toolchains import Bind, Toolchain, load_toolchain, make_toolchain
-from ..wheelhouse import wheelhouse_argvs
 from . import analyze
 
 # ORT 1.21 serialises ORT-format models in an order that depends on heap addresses: with address
@@ -96,9 +95,13 @@ def convert_to_ort_format(
     """``dest/<name>.ort`` per model, written by onnxruntime==ort_version from PyPI."""
     toolchain.preflight()  # the conversion runs in the clean root: refuse non-root before downloading
     house = cache.wheelhouse(CONVERTER_PYTHON)
-    offline, online = wheelhouse_argvs(house, CONVERTER_PYTHON, [f"onnxruntime=={ort_version}"])
-    if run.capture(offline, check=False).returncode != 0:
-        run.capture(online, error=ModelError, what=f"downloading onnxruntime=={ort_version} to convert the models")
+    wheelhouse.fill(
+        house,
+        CONVERTER_PYTHON,
+        [f"onnxruntime=={ort_version}"],
+        error=ModelError,
+        what=f"downloading onnxruntime=={ort_version} to convert the models",
+    )
     remove_tree(dest)
     dest.mkdir(parents=True)
     work = dest.parent / "convert"

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import run
+from .. import run, wheelhouse
 from ..errors import CheckError
 from ..fsutil import remove_tree
 from ..inroot import in_root_python, python_layout
 from ..paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE, Cache
 from ..toolchains import Bind, Toolchain
-from ..wheelhouse import wheelhouse_argvs
 from .wheelinfo import WheelInfo
 
 IN_ROOT_SMOKE = IN_ROOT / "smoke"
@@ -192,9 +191,14 @@ def run_in_env(
     failed case and the runner restarts after it, so one bad kernel cannot hide every other result.
     """
     house = cache.wheelhouse(info.python, info.arch)
-    offline, online = wheelhouse_argvs(house, info.python, list(info.all_requirements), info.arch)
-    if run.capture(offline, check=False).returncode != 0:
-        run.capture(online, error=CheckError, what=f"downloading the requirements of {info.path.name}")
+    wheelhouse.fill(
+        house,
+        info.python,
+        list(info.all_requirements),
+        info.arch,
+        error=CheckError,
+        what=f"downloading the requirements of {info.path.name}",
+    )
     venv = workdir / "venv"
     remove_tree(venv)
     if choice.kind == "host":

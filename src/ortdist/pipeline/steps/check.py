@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ... import wheelhouse
 from ...checks.clean_root import libraries_to_load, verify_check_result, write_check_case
 from ...errors import CheckError
 from ...fsutil import remove_tree
@@ -17,7 +18,6 @@ from ...log import log
 from ...paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE
 from ...smoke.env import overlay_venv_commands, venv_commands
 from ...toolchains import Bind
-from ...wheelhouse import wheelhouse_argvs
 from ..context import BuildContext
 from ..runner import Command
 from ..state import BuildState, Checks, PerPython, Repaired
@@ -38,11 +38,15 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
     shutil.copyfile(PACKAGE / "smoke" / "proof.py", check / "proof.py")
     arch = plan.target.arch
     house = ctx.cache.wheelhouse(python, arch)
-    offline, online = wheelhouse_argvs(house, python, list(plan.version.python_requires), arch)
-    if ctx.runner.capture(Command(tuple(offline)), check=False).returncode != 0:
-        ctx.runner.capture(
-            Command(tuple(online)), error=CheckError, what="downloading the wheel's runtime dependencies"
-        )
+    wheelhouse.fill(
+        house,
+        python,
+        list(plan.version.python_requires),
+        arch,
+        capture=ctx.host_capture,
+        error=CheckError,
+        what="downloading the wheel's runtime dependencies",
+    )
     cross = ctx.cross
     with ctx.open_log(f"check{sfx}") as out:
         venv = ctx.layout.recipe_work / "check-venv"

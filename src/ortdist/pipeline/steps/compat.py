@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ... import sources
+from ... import sources, wheelhouse
 from ...checks.c_smoke import c_smoke_cases, compare_case_outputs, write_case_inputs
 from ...checks.compat import (
     IN_ROOT_COMPAT,
@@ -62,7 +62,6 @@ from ...smoke.suite import ModelFiles, judge
 from ...smoke.wheelinfo import read_wheel
 from ...toolchains import Bind
 from ...toolchains.spec import CompatRoot
-from ...wheelhouse import wheelhouse_argvs
 from ..context import BuildContext
 from ..runner import Command
 from ..state import BuildState, CLibrary, Compat, Repaired
@@ -214,11 +213,14 @@ def check_wheel(ctx: BuildContext, check: Check, wheel: Path) -> dict[str, Any]:
     compat, python = check.compat, check.compat.python or ""
     info = read_wheel(wheel)
     house = ctx.cache.wheelhouse(python)
-    offline_download, online_download = wheelhouse_argvs(house, python, list(info.all_requirements))
-    if ctx.runner.capture(Command(tuple(offline_download)), check=False).returncode != 0:
-        ctx.runner.capture(
-            Command(tuple(online_download)), error=CheckError, what=f"downloading the requirements of {wheel.name}"
-        )
+    wheelhouse.fill(
+        house,
+        python,
+        list(info.all_requirements),
+        capture=ctx.host_capture,
+        error=CheckError,
+        what=f"downloading the requirements of {wheel.name}",
+    )
     claimed = [ep.provider for ep in ctx.plan.providers]
     unknown = write_runner(check.files, claimed, reference_files(ctx, check))
     venv = ctx.layout.recipe_work / f"compat-venv-{compat.name}"
