@@ -197,7 +197,7 @@ def test_bad_type_tracking_is_refused(mutate: Any, key: str, message: str) -> No
 def test_the_ort_format_conversion_is_reproducible(tmp_path: Path) -> None:
     """The published .ort files are artifacts: the same model converts to the same bytes every time
     (ORT orders by heap address, so this fails with address randomisation on)."""
-    from ortdist.reduce.models import convert_on_host
+    from ortdist.reduce.convert import convert_on_host
 
     onnx_model = write_reference(tmp_path, "cnn")
     first, second = (

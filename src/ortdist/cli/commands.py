@@ -377,7 +377,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Models/configs -> one reduced-build config. ONNX models are first converted to ORT format at
     the runtime's optimization level, so operators ORT's optimizers insert are included."""
-    from ..reduce.models import analyze_models, check_inputs
+    from ..reduce.convert import analyze_models, check_inputs
 
     paths = [Path(p) for p in args.models]
     archs = sorted({t.arch for t in registry.targets().values()})

@@ -92,7 +92,7 @@ def _reduced_files(
     """A reduced wheel runs the reference models it was cut for, and one model outside its operator
     set that it must refuse, both in ORT format (converted at the recorded optimization level)."""
     from ..recipe.model import REFERENCE_PREFIX as prefix
-    from ..reduce import models as reduce_models
+    from ..reduce import convert as reduce_convert
 
     reduced = record["reduced"]
     names = [m.removeprefix(prefix) for m in reduced["models"] if m.startswith(prefix)]
@@ -115,7 +115,7 @@ def _reduced_files(
         save_case(workdir / "models" / m.name, m.model, m.inputs, m.expected)
         (onnx_dir / f"{m.name}.onnx").write_bytes(m.model)
     arch = registry.targets()[record["target"]].arch
-    reduce_models.convert_to_ort_format(
+    reduce_convert.convert_to_ort_format(
         [onnx_dir / f"{m.name}.onnx" for m in chosen],
         workdir / "reduced-ort",
         level=reduced["optimization_level"],

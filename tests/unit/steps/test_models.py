@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ortdist.pipeline.steps import models
-from ortdist.reduce import models as reduce_models
+from ortdist.reduce import convert as reduce_convert
 
 from .conftest import MakeEnv
 
@@ -20,7 +20,7 @@ class FakeConverter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[dict[str, Any]] = []
-        monkeypatch.setattr(reduce_models, "convert_to_ort_format", self)
+        monkeypatch.setattr(reduce_convert, "convert_to_ort_format", self)
 
     def __call__(self, onnx_models: Sequence[Path], dest: Path, **kwargs: Any) -> list[Path]:
         import onnxruntime as ort

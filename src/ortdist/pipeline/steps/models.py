@@ -9,7 +9,7 @@ from pathlib import Path
 from ...errors import BuildError
 from ...fsutil import remove_tree
 from ...manifest import Artifact
-from ...reduce import analyze, models
+from ...reduce import analyze, convert
 from ..context import BuildContext
 from ..state import BuildState, Models
 from ..step import StepDef
@@ -22,9 +22,9 @@ def run(ctx: BuildContext, state: BuildState) -> Models:
     inputs: list[Path] = []
     artifacts: list[Artifact] = []
     if recipe.reduce.models:
-        onnx_models = models.gather_models(recipe.reduce.models, ctx.recipe_path.parent, place.host / "onnx")
+        onnx_models = convert.gather_models(recipe.reduce.models, ctx.recipe_path.parent, place.host / "onnx")
         with ctx.open_log("models") as log:
-            converted = models.convert_to_ort_format(
+            converted = convert.convert_to_ort_format(
                 onnx_models,
                 place.host / "ort",
                 level=recipe.reduce.optimization_level,

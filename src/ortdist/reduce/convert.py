@@ -27,34 +27,8 @@ FIXED_ADDRESSES = ("setarch", "-R")
 CONVERTER_PYTHON = "3.13"  # the clean root's CPython
 IN_ROOT_MODELS = IN_ROOT / "models"
 
-# Runs inside the clean root with the onnxruntime wheel installed: argv = level, target arch,
-# then pairs of (onnx path, ort path). Mirrors ORT's convert_onnx_models_to_ort.py "fixed" style.
-CONVERT_SCRIPT = """\
-import json, sys
-import onnxruntime as ort
-
-LEVELS = {
-    "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-}
-level, arch, pairs = sys.argv[1], sys.argv[2], sys.argv[3:]
-failures = {}
-for src, dst in zip(pairs[::2], pairs[1::2]):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = LEVELS[level]
-    so.optimized_model_filepath = dst
-    so.add_session_config_entry("session.save_model_format", "ORT")
-    # NCHWc blocking is x86-only: a model for another CPU must not carry it (as ORT's converter does).
-    disabled = ["NchwcTransformer"] if level == "all" and arch != "x86_64" else None
-    try:
-        ort.InferenceSession(src, so, providers=["CPUExecutionProvider"], disabled_optimizers=disabled)
-    except Exception as exc:
-        failures[src] = str(exc)
-print(json.dumps({"onnxruntime": ort.__version__, "failures": failures}))
-sys.exit(1 if failures else 0)
-"""
+# Runs inside the clean root with the onnxruntime wheel installed (to_ort.py, copied in as convert.py).
+CONVERT_SCRIPT = Path(__file__).with_name("to_ort.py")
 
 
 def gather_models(entries: Sequence[str], base: Path, dest: Path) -> list[Path]:
@@ -107,7 +81,7 @@ def convert_to_ort_format(
     work = dest.parent / "convert"
     remove_tree(work)
     work.mkdir(parents=True)
-    (work / "convert.py").write_text(CONVERT_SCRIPT, encoding="utf-8")
+    shutil.copyfile(CONVERT_SCRIPT, work / "convert.py")
     src_dir = onnx_models[0].parent
     if any(m.parent != src_dir for m in onnx_models):
         raise ModelError("models to convert must share one directory", where=str(src_dir))
@@ -169,7 +143,7 @@ def convert_on_host(onnx_models: Sequence[Path], dest: Path, *, level: str, targ
         pairs += [str(model), str(dest / f"{model.stem}.ort")]
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "convert.py"
-        script.write_text(CONVERT_SCRIPT, encoding="utf-8")
+        shutil.copyfile(CONVERT_SCRIPT, script)
         proc = run.capture([*FIXED_ADDRESSES, sys.executable, str(script), level, target_arch, *pairs], check=False)
     try:
         failures = json.loads(proc.stdout.strip().splitlines()[-1])["failures"] if proc.stdout.strip() else {}
