@@ -72,7 +72,7 @@ def test_the_plans_steps_run_in_order_each_timed(make_env: MakeEnv, capsys: pyte
     assert ran == list(env.plan.steps)
     assert ran[:4] == ["toolchain", "source", "models", "configure"] and ran[-1] == "publish"
     assert list(state.timings) == list(env.plan.steps)
-    assert all(t >= 0 for t in state.timings.values())
+    assert all(isinstance(t, float) and t < 5 for t in state.timings.values())  # each step timed on its own
     # Each step saw every earlier step finished and timed, and its output is in the state.
     outputs = list(state.outputs.values())
     assert [o.step for o in outputs] == ran
