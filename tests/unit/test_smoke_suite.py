@@ -262,6 +262,34 @@ def test_a_crashing_case_is_recorded_and_the_runner_resumes_after_it(tmp_path: P
     assert not record_crash(tmp_path, 137)
 
 
+def test_the_runner_is_restarted_after_each_crash_until_it_ends_on_its_own(tmp_path: Path) -> None:
+    """One loop for compat, the smoke env and the device proof: a crash in a case restarts the
+    runner after it; exit 0/1 ends it; a crash outside any case, or too many, ends it too."""
+    import json
+
+    from ortdist.smoke.env import MAX_CRASHES, run_until_settled
+
+    cases = [{"suite": "model", "name": f"m{i}", "provider": "CPUExecutionProvider"} for i in range(40)]
+    (tmp_path / "plan.json").write_text(json.dumps({"cases": cases}))
+    codes = iter([139, 136, 1])
+
+    def crashing_twice() -> int:
+        (tmp_path / "running.txt").write_text("0")  # the runner marks the case it is in
+        return next(codes)
+
+    assert run_until_settled(crashing_twice, tmp_path) == 1
+    assert len((tmp_path / "progress.jsonl").read_text().splitlines()) == 2
+    calls: list[int] = []
+
+    def always_crashing() -> int:
+        calls.append(1)
+        (tmp_path / "running.txt").write_text("3")
+        return 139
+
+    assert run_until_settled(always_crashing, tmp_path) == 139 and len(calls) == MAX_CRASHES + 1
+    assert run_until_settled(lambda: 134, tmp_path) == 134  # died outside a case: not restarted
+
+
 def test_smoke_facts_load_and_devices_stay_plain_objects_for_the_runner() -> None:
     facts = smoke_facts()
     assert facts.models["qdq_cnn"].atol == 0.0500001 and facts.models["control_flow"].rtol == 0.0

@@ -10,6 +10,7 @@ import shlex
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -247,8 +248,16 @@ def run_in_env(
     code = shell(f"{venv_cmds.create} && {install}")
     if code != 0:
         return code
+    return run_until_settled(lambda: shell(f"cd {here} && {venv_cmds.python} {script}"), workdir)
+
+
+def run_until_settled(start: Callable[[], int], workdir: Path) -> int:
+    """The smoke runner (``start`` runs it once, returning its exit code) until it ends on its own
+    (0: passed, 1: a failure it reported); a case that kills the interpreter is recorded as failed
+    in ``workdir`` and the runner restarts after it, up to MAX_CRASHES times."""
+    code = 0
     for _ in range(MAX_CRASHES + 1):
-        code = shell(f"cd {here} && {venv_cmds.python} {script}")
+        code = start()
         if code in (0, 1) or not record_crash(workdir, code):
             return code
     return code

@@ -133,13 +133,8 @@ def _python_env(site: Path) -> dict[str, str]:
 
 def _run_smoke(workdir: Path, site: Path, log: TextIO) -> dict[str, Any]:
     """The smoke runner, restarted after a case that kills the interpreter (recorded as failed)."""
-    code = 0
-    for _ in range(env.MAX_CRASHES + 1):
-        code = door.returncode(
-            [sys.executable, "runner.py", "plan.json", "result.json"], log=log, cwd=workdir, env=_python_env(site)
-        )
-        if code in (0, 1) or not env.record_crash(workdir, code):
-            break
+    argv = [sys.executable, "runner.py", "plan.json", "result.json"]
+    code = env.run_until_settled(lambda: door.returncode(argv, log=log, cwd=workdir, env=_python_env(site)), workdir)
     result_file = workdir / "result.json"
     if not result_file.is_file():
         raise CheckError(f"the smoke runner left no result (exit {code})", fix="see the log")

@@ -56,7 +56,7 @@ from ...fsutil import remove_tree
 from ...log import log as status
 from ...paths import IN_ROOT_WHEELHOUSE
 from ...recipe.model import REFERENCE_PREFIX
-from ...smoke.env import MAX_CRASHES, record_crash
+from ...smoke.env import run_until_settled
 from ...smoke.run_suite import write_reference_models, write_runner
 from ...smoke.suite import ModelFiles, judge
 from ...smoke.wheelinfo import read_wheel
@@ -249,11 +249,14 @@ def check_wheel(ctx: BuildContext, check: Check, wheel: Path) -> dict[str, Any]:
                 f"{glibc_version(facts['glibc'])}), "
                 f"or a requirement missing from {house}",
             )
-        run = f"cd {IN_ROOT_COMPAT} && {IN_ROOT_COMPAT_VENV}/bin/python runner.py plan.json result.json"
-        for _ in range(MAX_CRASHES + 1):
-            code, lines = check.sh(run, WHEEL_ENV)
-            if code in (0, 1) or not record_crash(check.files, code):
-                break
+        runner = f"cd {IN_ROOT_COMPAT} && {IN_ROOT_COMPAT_VENV}/bin/python runner.py plan.json result.json"
+
+        def start() -> int:
+            nonlocal lines
+            code, lines = check.sh(runner, WHEEL_ENV)
+            return code
+
+        code = run_until_settled(start, check.files)
     finally:
         remove_tree(venv)
     result_file = check.files / "result.json"
