@@ -189,3 +189,18 @@ def test_the_promise_is_no_part_of_the_build_trees_digest(project: Path, tmp_pat
     after = load_toolchain(tmp_path, "cuda13")
     assert after.system_libraries == ("libz.so.1",)
     assert (after.digest, after.root_digest) == (before.digest, before.root_digest)
+
+
+def test_the_summary_inspect_prints_names_the_newest_versions_and_what_the_system_gives() -> None:
+    core = shared_object(("libm.so.6", "libc.so.6"), {"libc.so.6": ("GLIBC_2.2.5", "GLIBC_2.14")}, soname="libx.so.1")
+    provider = shared_object(
+        ("libx.so.1", "libcudart.so.13", "libgcc_s.so.1", "libc.so.6"),
+        {"libgcc_s.so.1": ("GCC_3.0", "GCC_4.2.0"), "libc.so.6": ("GLIBC_2.3",)},
+    )
+    summary = elf.needs_summary([("capi/libx.so.1", core), ("capi/provider.so", provider), ("README", b"text")])
+    assert summary == {
+        "elf_files": 2,
+        "newest": {"GCC": "4.2.0", "GLIBC": "2.14"},
+        "system": ["libc.so.6", "libcudart.so.13", "libgcc_s.so.1", "libm.so.6"],
+        "beyond_glibc": ["libcudart.so.13", "libgcc_s.so.1"],
+    }

@@ -15,6 +15,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from .. import registry
 from ..errors import PackageError
@@ -162,6 +163,28 @@ def violations(members: Iterable[tuple[str, bytes]], policy: ElfPolicy) -> list[
             for _, version, problem in sorted(newest.values(), key=lambda item: item[1]):
                 problems.append(f"{name}: needs {version} from {library}, {problem}")
     return problems
+
+
+def needs_summary(members: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
+    """What an artifact's ELFs need from the system, for people (``ortdist inspect``): the newest
+    version of each family (GLIBC, GLIBCXX, CXXABI, GCC) and the libraries the artifact does not carry."""
+    elves = {name: read_needs(data) for name, data in members if is_elf(data)}
+    own = {name.rsplit("/", 1)[-1] for name in elves} | {e.soname for e in elves.values() if e.soname}
+    newest: dict[str, tuple[int, ...]] = {}
+    for elf in elves.values():
+        for names in elf.versions.values():
+            for version in names:
+                match = _VERSION.match(version)
+                if match:
+                    family, numbers = match.group(1), _numbers(match.group(2))
+                    newest[family] = max(newest.get(family, numbers), numbers)
+    system = sorted({lib for elf in elves.values() for lib in elf.needed if lib not in own})
+    return {
+        "elf_files": len(elves),
+        "newest": {family: ".".join(map(str, v)) for family, v in sorted(newest.items())},
+        "system": system,
+        "beyond_glibc": [lib for lib in system if not is_glibc_library(lib)],
+    }
 
 
 def _too_new(version: str, policy: ElfPolicy) -> str | None:
