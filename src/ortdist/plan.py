@@ -257,8 +257,7 @@ def make_plan(
             fix=f"{toolchain.name} provides: {', '.join(toolchain.available_eps)}; "
             "or pick a toolchain that provides the EP",
         )
-    cross_target = toolchain.cross_targets.get(recipe.target)
-    glibc = (cross_target.glibc if cross_target and cross_target.glibc else toolchain.glibc) or ""
+    glibc = toolchain.glibc_for(recipe.target)
     if recipe.features.packed_relocations and glibc and tuple(map(int, glibc.split("."))) < PACKED_RELOCATIONS_GLIBC:
         raise RecipeError(
             f"packed_relocations needs glibc 2.36 or newer at run time; toolchain {toolchain.name!r} builds for "

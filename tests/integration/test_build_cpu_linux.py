@@ -271,15 +271,6 @@ def test_wheels_are_manylinux_2_17_with_nothing_grafted(built: tuple[Path, dict[
     assert cp313["size"] <= PYPI_CP313_WHEEL_BYTES, cp313
 
 
-def archive_libraries(archive: Path) -> list[tuple[str, bytes]]:
-    with tarfile.open(archive) as tar:
-        return [
-            (m.name, tar.extractfile(m).read())  # type: ignore[union-attr]
-            for m in tar.getmembers()
-            if m.isfile() and ".so" in m.name
-        ]
-
-
 def test_every_shipped_elf_keeps_the_promise_and_a_grafted_debian_library_breaks_it(
     built: tuple[Path, dict[str, Any], str],
 ) -> None:
@@ -304,7 +295,7 @@ def test_every_shipped_elf_keeps_the_promise_and_a_grafted_debian_library_breaks
             promise = required_glibc(path.name)
             assert promise == PORTABLE_GLIBC
         elif art["kind"] == "c-library":
-            members, promise = archive_libraries(path), PORTABLE_GLIBC
+            members, promise = elf.artifact_libraries(path), PORTABLE_GLIBC
         else:
             continue
         policy = elf.policy(promise, system)

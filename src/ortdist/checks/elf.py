@@ -12,13 +12,16 @@ from __future__ import annotations
 import fnmatch
 import re
 import struct
+import tarfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from .. import registry
 from ..errors import PackageError
+from ..wheel.repair import wheel_libraries
 
 _SHT_DYNAMIC = 6
 _SHT_GNU_VERNEED = 0x6FFFFFFE
@@ -131,9 +134,9 @@ def policy(glibc: str | tuple[int, ...], system: Iterable[str] = (), runtime: It
     return ElfPolicy(promised, MappingProxyType(level.ceilings()), frozenset(system), tuple(runtime))
 
 
-def violations(members: Iterable[tuple[str, bytes]], policy: ElfPolicy) -> list[str]:
-    """Each way the ELF members of one artifact break ``policy``, one line each (empty: none).
-    A library another member provides (by file name or DT_SONAME) is the artifact's own."""
+def _read_all(members: Iterable[tuple[str, bytes]]) -> tuple[dict[str, ElfNeeds], set[str], list[str]]:
+    """The ELF members' needs by name, the sonames the artifact itself provides (file names and
+    DT_SONAMEs), and one line per member that is not a well-formed ELF."""
     elves: dict[str, ElfNeeds] = {}
     problems: list[str] = []
     for name, data in members:
@@ -144,6 +147,13 @@ def violations(members: Iterable[tuple[str, bytes]], policy: ElfPolicy) -> list[
         except ValueError as exc:
             problems.append(f"{name}: {exc}")
     own = {name.rsplit("/", 1)[-1] for name in elves} | {e.soname for e in elves.values() if e.soname}
+    return elves, own, problems
+
+
+def violations(members: Iterable[tuple[str, bytes]], policy: ElfPolicy) -> list[str]:
+    """Each way the ELF members of one artifact break ``policy``, one line each (empty: none).
+    A library another member provides (by file name or DT_SONAME) is the artifact's own."""
+    elves, own, problems = _read_all(members)
     for name, elf in sorted(elves.items()):
         for library in elf.needed:
             if library in own or library in policy.system or is_glibc_library(library):
@@ -165,11 +175,25 @@ def violations(members: Iterable[tuple[str, bytes]], policy: ElfPolicy) -> list[
     return problems
 
 
+def artifact_libraries(artifact: Path) -> list[tuple[str, bytes]]:
+    """Every shared object a wheel or a .tar.gz archive carries, by its member name."""
+    if artifact.suffix == ".whl":
+        return wheel_libraries(artifact)
+    with tarfile.open(artifact) as tar:
+        found = []
+        for member in tar.getmembers():
+            handle = tar.extractfile(member) if member.isfile() and ".so" in member.name else None
+            if handle is not None:
+                found.append((member.name, handle.read()))
+        return found
+
+
 def needs_summary(members: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
     """What an artifact's ELFs need from the system, for people (``ortdist inspect``): the newest
     version of each family (GLIBC, GLIBCXX, CXXABI, GCC) and the libraries the artifact does not carry."""
-    elves = {name: read_needs(data) for name, data in members if is_elf(data)}
-    own = {name.rsplit("/", 1)[-1] for name in elves} | {e.soname for e in elves.values() if e.soname}
+    elves, own, unreadable = _read_all(members)
+    if unreadable:
+        raise ValueError(unreadable[0])
     newest: dict[str, tuple[int, ...]] = {}
     for elf in elves.values():
         for names in elf.versions.values():

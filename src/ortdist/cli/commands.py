@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from ..progress import format_duration
 from ..project import plan_for
 from ..recipe.schema import recipe_schema_text
 from ..toolchains import Toolchain, load_toolchain, make_toolchain, require_host_pythons
-from ..wheel.repair import wheel_libraries
 
 SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
 
@@ -344,7 +342,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"  compiler:  {facts['compiler']}")
     for lib in facts["bundled"]:
         print(f"  bundled:   {lib['file']}  <- {lib['from'] or 'unknown package'}")
-    needs = elf.needs_summary(artifact_libraries(Path(args.artifact)))
+    needs = elf.needs_summary(elf.artifact_libraries(Path(args.artifact)))
     newest = ", ".join(f"{family}_{version}" for family, version in needs["newest"].items()) or "no versioned symbol"
     print(f"  needs:     {newest} at most, from {needs['elf_files']} ELF file(s) (read from their bytes)")
     beyond = ", ".join(needs["beyond_glibc"]) or "nothing"
@@ -353,19 +351,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         for name, version in sysroot_packages(document):
             print(f"  package:   {name} {version}")
     return 0
-
-
-def artifact_libraries(artifact: Path) -> list[tuple[str, bytes]]:
-    """Every shared object a wheel or a .tar.gz archive carries, by its member name."""
-    if artifact.suffix == ".whl":
-        return wheel_libraries(artifact)
-    with tarfile.open(artifact) as tar:
-        found = []
-        for member in tar.getmembers():
-            handle = tar.extractfile(member) if member.isfile() and ".so" in member.name else None
-            if handle is not None:
-                found.append((member.name, handle.read()))
-        return found
 
 
 def cmd_report(args: argparse.Namespace) -> int:

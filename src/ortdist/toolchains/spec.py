@@ -235,6 +235,11 @@ class ToolchainSpec:
         """Every EP's PyPI wheels (one build root serves every recipe of this toolchain)."""
         return {name: facts for wheels in self.ep_wheels.values() for name, facts in wheels.items()}
 
+    def glibc_for(self, triple: str) -> str:
+        """The glibc a build for ``triple`` runs on and newer: a cross target's own, else the toolchain's."""
+        cross = self.cross_targets.get(triple)
+        return (cross.glibc if cross and cross.glibc else self.glibc) or ""
+
     def tool_prefix(self, triple: str) -> str:
         """Prefix of the target's binutils/compilers ('' for a native target)."""
         cross = self.cross_targets.get(triple)

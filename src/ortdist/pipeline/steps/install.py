@@ -32,7 +32,7 @@ def run(ctx: BuildContext, state: BuildState) -> CLibrary:
     if plan.toolchain.deps_from_source:
         # Every dependency compiled in: the library promises what the toolchain's glibc does. A
         # toolchain that links the root's Debian libraries makes a library for that Debian only.
-        glibc = ctx.cross.glibc if ctx.cross and ctx.cross.glibc else plan.toolchain.glibc
+        glibc = plan.toolchain.glibc_for(plan.target.triple)
         policy = elf.policy(glibc, plan.toolchain.system_libraries, plan.repair_excludes)
         elf.check(libraries, policy, "the C library archive (cmake --install)")
     name = f"onnxruntime-{plan.recipe.name}-{plan.version.version}"

@@ -85,7 +85,7 @@ def repair_one(ctx: BuildContext, state: BuildState, version: str, raw_wheel: Pa
             what="auditwheel repair",
         )
         wheel = repair.single_wheel(repaired.host)
-        glibc = ctx.cross.glibc if ctx.cross and ctx.cross.glibc else ctx.plan.toolchain.glibc
+        glibc = ctx.plan.toolchain.glibc_for(ctx.plan.target.triple)
         try:
             repair.check_glibc_promise(wheel.name, glibc, ctx.plan.toolchain.name)
         except PackageError:
