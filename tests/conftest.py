@@ -64,7 +64,8 @@ class Claim:
     """What this run did for one claim group: how its tree started, and its tests' outcomes."""
 
     cached: bool
-    deselected: int = 0
+    deselected: int = 0  # not run: no cached build tree
+    unselected: int = 0  # not run: left out by -k/-m or the paths given
     passed: int = 0
     failed: int = 0
     skipped: int = 0
@@ -79,13 +80,16 @@ class Claim:
         if not self.passed:
             return "NOT PROVEN: no test ran"
         how = "from a cached build tree" if self.cached else "from cold (built in this run)"
-        return f"proven {how}" + (f"; {self.deselected} test(s) deselected" if self.deselected else "")
+        if self.unselected:
+            return f"PARTLY PROVEN {how}: {self.passed} passed, {self.unselected} not selected in this run"
+        return f"proven {how}"
 
 
 _CLAIMS = pytest.StashKey[dict[str, Claim]]()
 _GROUP_OF = pytest.StashKey[dict[str, str]]()
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k/-m: every test of a group is seen, so a partial run says so
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Plain ``pytest`` runs the unit tests only; integration tests when asked (--integration or -m),
     those of an uncached recipe deselected unless ORTDIST_TEST_RECIPES names it."""
@@ -100,7 +104,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if not item.get_closest_marker(INTEGRATION):
                 continue
             group = claim_of(item)
-            claim = claims.setdefault(group, Claim(cached=recipe_tree_is_cached(group)))
+            if group not in claims:
+                claims[group] = Claim(cached=recipe_tree_is_cached(group))
+            claim = claims[group]
             if group != MAIN_RECIPE and not claim.cached and not recipe_is_wanted(group):
                 deselected.append(item)
                 claim.deselected += 1
@@ -112,6 +118,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=deselected)
         chosen = set(map(id, deselected))
         items[:] = [item for item in items if id(item) not in chosen]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The tests a group kept but the selection (-k, -m) dropped: that group is only partly proven."""
+    groups = session.config.stash.get(_GROUP_OF, None)
+    if groups is None:
+        return
+    running = {item.nodeid for item in session.items}
+    for nodeid, group in list(groups.items()):
+        if nodeid not in running:
+            session.config.stash[_CLAIMS][group].unselected += 1
+            del groups[nodeid]
 
 
 class _ClaimRecorder:
@@ -150,7 +168,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     write("")
     write("ortdist: what this run proved (ORTDIST_TEST_RECIPES=all, with a GPU proof, is the release gate)", bold=True)
     for group, verdict in rows:
-        write(f"  {group:<{width}}  {verdict}", red=verdict.startswith("FAILED"), yellow=verdict.startswith("NOT"))
+        write(
+            f"  {group:<{width}}  {verdict}",
+            red=verdict.startswith("FAILED"),
+            yellow=verdict.startswith(("NOT", "PARTLY")),
+        )
     unproven = [group for group, claim in claims.items() if claim.deselected and not claim.passed]
     if unproven:
         write(
