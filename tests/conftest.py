@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
@@ -25,6 +26,40 @@ INTEGRATION = "integration"
 RECIPE_TREE = "recipe_tree"
 MAIN_RECIPE = "cpu-linux"  # its tests (and the tooling's) are never deselected
 GPU_CLAIM = "GPU (CUDA on a device)"
+
+
+# CI's rotation. A CI run (CI set, ORTDIST_TEST_RECIPES unset) also builds ONE recipe of this table
+# from cold, picked by the commit, so successive landings cover each in turn. The value: what its
+# build and tests took on top of cpu-linux's, measured on a 2-core machine right after a cpu-linux
+# build (its compiler cache warm, as in a cold CI run). The pick's tests run last, and only if what
+# is left of CI's budget holds SLOW_MACHINE times that (machines of this kind differ about 2x); if
+# not, the claims table says the pick was left out for time. Recipes not here (the oneDNN ones,
+# CUDA: a full cold compile each, 40-60 min) are proven by a cached tree or the release gate.
+ROTATION = {"xnnpack-linux": 1_200}
+CI_BUDGET_S = 90 * 60
+SLOW_MACHINE = 2.0
+CI_RESERVE_S = 5 * 60  # what follows the integration tests: the unit tests under Debian's python3
+
+
+def ci_commit() -> str:
+    """The commit under test: GITHUB_SHA on GitHub Actions, else the checkout's HEAD."""
+    sha = os.environ.get("GITHUB_SHA", "")
+    if sha:
+        return sha
+    proc = subprocess.run(["git", "-C", str(PROJECT), "rev-parse", "HEAD"], text=True, capture_output=True, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def rotation_pick(commit: str) -> str:
+    """The rotation's recipe for ``commit`` (hex): successive commits spread over every entry."""
+    names = sorted(ROTATION)
+    return names[int(commit[:12], 16) % len(names)]
+
+
+def ci_started() -> float:
+    """When CI's clock started: ORTDIST_CI_STARTED (epoch seconds, set by .ci/run), else now."""
+    value = os.environ.get("ORTDIST_CI_STARTED", "")
+    return float(value) if value.strip() else time.time()
 
 
 def recipe_tree_is_cached(recipe: str) -> bool:
@@ -64,6 +99,8 @@ class Claim:
     """What this run did for one claim group: how its tree started, and its tests' outcomes."""
 
     cached: bool
+    rotation: str = ""  # the commit, where this group is the rotation's pick
+    out_of_time: str = ""  # why the rotation's pick was left out (CI's budget)
     deselected: int = 0  # not run: no cached build tree
     unselected: int = 0  # not run: left out by -k/-m or the paths given
     passed: int = 0
@@ -73,6 +110,8 @@ class Claim:
     def verdict(self) -> str:
         if self.failed:
             return f"FAILED: {self.failed} test(s) failed"
+        if self.out_of_time:
+            return f"NOT PROVEN: the rotation's pick for {self.rotation[:12]}, left out: {self.out_of_time}"
         if self.deselected and not (self.passed or self.skipped):
             return f"NOT PROVEN: {self.deselected} test(s) deselected (no cached build tree)"
         if self.skipped:
@@ -80,12 +119,15 @@ class Claim:
         if not self.passed:
             return "NOT PROVEN: no test ran"
         how = "from a cached build tree" if self.cached else "from cold (built in this run)"
+        if self.rotation:
+            how += f", the rotation's pick for {self.rotation[:12]}"
         if self.unselected:
             return f"PARTLY PROVEN {how}: {self.passed} passed, {self.unselected} not selected in this run"
         return f"proven {how}"
 
 
 _CLAIMS = pytest.StashKey[dict[str, Claim]]()
+_STARTED = pytest.StashKey[float]()
 _GROUP_OF = pytest.StashKey[dict[str, str]]()
 
 
@@ -100,20 +142,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         claims: dict[str, Claim] = {}
         groups: dict[str, str] = {}
         deselected = []
+        commit = ci_commit() if strict_skips() and not os.environ.get("ORTDIST_TEST_RECIPES") else ""
+        pick = rotation_pick(commit) if commit else ""
         for item in items:
             if not item.get_closest_marker(INTEGRATION):
                 continue
             group = claim_of(item)
             if group not in claims:
-                claims[group] = Claim(cached=recipe_tree_is_cached(group))
+                claims[group] = Claim(cached=recipe_tree_is_cached(group), rotation=commit if group == pick else "")
             claim = claims[group]
-            if group != MAIN_RECIPE and not claim.cached and not recipe_is_wanted(group):
+            if group != MAIN_RECIPE and not claim.cached and not recipe_is_wanted(group) and group != pick:
                 deselected.append(item)
                 claim.deselected += 1
             else:
                 groups[item.nodeid] = group
         config.stash[_CLAIMS] = claims
         config.stash[_GROUP_OF] = groups
+        config.stash[_STARTED] = ci_started()
+        if pick:
+            # The pick's tests last: whether CI's budget still holds its build is known then.
+            items.sort(key=lambda item: groups.get(item.nodeid) == pick)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         chosen = set(map(id, deselected))
@@ -125,6 +173,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     groups = session.config.stash.get(_GROUP_OF, None)
     if groups is None:
         return
+    for group, claim in session.config.stash[_CLAIMS].items():
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if claim.rotation and reporter is not None:
+            how = "its tree is cached" if claim.cached else f"built from cold last, ~{ROTATION[group] / 60:.0f} min"
+            reporter.write_line(
+                f"ortdist: the rotation picked {group} for commit {claim.rotation[:12]} ({how}; "
+                f"rotation: {', '.join(sorted(ROTATION))})"
+            )
     running = {item.nodeid for item in session.items}
     for nodeid, group in list(groups.items()):
         if nodeid not in running:
@@ -149,6 +205,27 @@ class _ClaimRecorder:
             claim.skipped += 1
         elif report.when == "call":
             claim.passed += 1
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The rotation's pick, before its first test: left out if what is left of CI's budget cannot
+    hold its build on a slow machine (said in the claims table, not a failure)."""
+    group = item.config.stash.get(_GROUP_OF, {}).get(item.nodeid)
+    if group is None:
+        return
+    claim = item.config.stash[_CLAIMS][group]
+    if not claim.rotation or claim.cached:
+        return
+    if not (claim.passed or claim.failed or claim.skipped or claim.out_of_time):
+        left = CI_BUDGET_S - CI_RESERVE_S - (time.time() - item.config.stash[_STARTED])
+        need = ROTATION[group] * SLOW_MACHINE
+        if left < need:
+            claim.out_of_time = (
+                f"{max(left, 0) / 60:.0f} min left of CI's {CI_BUDGET_S // 60}, its build needs up to {need / 60:.0f} "
+                f"({ROTATION[group] / 60:.0f} measured, x{SLOW_MACHINE:g} for a slow machine)"
+            )
+    if claim.out_of_time:
+        pytest.skip(f"rotation: {claim.out_of_time}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -188,6 +265,9 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A skipped integration test under CI is a failure that says why it skipped: CI expected the build."""
     report = yield
+    group = item.config.stash.get(_GROUP_OF, {}).get(item.nodeid)
+    if group is not None and item.config.stash[_CLAIMS][group].out_of_time:
+        return report  # the rotation's pick left out for time: the claims table says so
     if report.skipped and item.get_closest_marker(INTEGRATION) and strict_skips():
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"

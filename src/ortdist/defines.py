@@ -114,6 +114,12 @@ def cuda_defines(recipe: Recipe) -> dict[str, str]:
     }
 
 
+def source_eps(version: OrtVersion) -> tuple[str, ...]:
+    """EPs whose libraries a toolchain with deps_from_source compiles from pinned sources: those
+    with dependency sources of their own in ort_versions.toml (`eps`)."""
+    return tuple(dict.fromkeys(ep for dep in version.deps for ep in dep.eps))
+
+
 def selected_deps(
     recipe: Recipe, version: OrtVersion, toolchain: ToolchainSpec, providers: tuple[ExecutionProvider, ...]
 ) -> tuple[DependencySource, ...]:

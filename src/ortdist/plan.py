@@ -16,7 +16,7 @@ from typing import Any
 
 from . import registry
 from .compiler_cache import CACHES, NO_CACHE, CompilerCache
-from .defines import PACKED_RELOCATIONS_GLIBC, Trees, cmake_defines, selected_deps, trees_for
+from .defines import PACKED_RELOCATIONS_GLIBC, Trees, cmake_defines, selected_deps, source_eps, trees_for
 from .errors import RecipeError
 from .fsutil import sha256_text
 from .patches import Patch
@@ -249,12 +249,13 @@ def make_plan(
             where=f"recipe {recipe.name} key 'execution_providers'",
             fix='use execution_providers = ["cpu"] for this target',
         )
-    missing = [ep.name for ep in providers if not toolchain.provides(ep.name)]
+    from_source = source_eps(version) if toolchain.deps_from_source else ()
+    missing = [ep.name for ep in providers if not toolchain.provides(ep.name) and ep.name not in from_source]
     if missing:
         raise RecipeError(
             f"toolchain {toolchain.name!r} has no libraries for execution provider(s) {', '.join(missing)}",
             where=f"recipe {recipe.name} key 'execution_providers'",
-            fix=f"{toolchain.name} provides: {', '.join(toolchain.available_eps)}; "
+            fix=f"{toolchain.name} provides: {', '.join(dict.fromkeys((*toolchain.available_eps, *from_source)))}; "
             "or pick a toolchain that provides the EP",
         )
     glibc = toolchain.glibc_for(recipe.target)

@@ -1,8 +1,12 @@
-"""The second and third EP: build recipes/xnnpack-linux.toml and recipes/dnnl-linux.toml end to end
-and prove with the smoke suite, in the clean root, that reference-model nodes ran on the EP.
+"""The EP recipes on Linux: build recipes/xnnpack-linux.toml, dnnl-linux.toml and xnnpack-dnnl-linux.toml
+end to end and prove with the smoke suite, in the clean root, that reference-model nodes ran on the EP.
 
-With the ccache of the CPU build these are minutes each (only the EP's own sources and the
-files that include its switch miss the cache); from nothing, each is a full ORT compile.
+xnnpack-linux is on cpu-linux's portable toolchain (XNNPACK and its dependencies compiled in from
+their pinned sources): manylinux_2_17 wheels for every Python, nothing grafted, every shipped ELF
+within the promise, and its compat roots ran the reference models on XNNPACK. With cpu-linux's
+compiler cache its compile is minutes (the EP's own sources and XNNPACK miss; the rest hit in
+ccache's preprocessor mode). The oneDNN recipes are still on debian-trixie (Debian's libdnnl,
+grafted): a full ORT compile each.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ from typing import Any
 
 import pytest
 
+from ortdist.checks import elf
 from ortdist.paths import Cache
 from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.smoke.suite import expectations
 from ortdist.toolchains import load_toolchain, make_toolchain
+from ortdist.wheel.names import required_glibc
+from ortdist.wheel.repair import wheel_libraries
 from smoke_helpers import expected_smoke_environment
 
 from . import build_recipe
@@ -30,6 +37,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
 ]
 PROJECT = Path(__file__).resolve().parents[2]
+EVERY_PYTHON = ("3.10", "3.11", "3.12", "3.13", "3.14")
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,13 @@ class EpCase:
     providers: tuple[str, ...]  # besides the CPU EP, in registry order
     distribution: str
     must_carry: tuple[str, ...]  # wheel members (prefixes) the EP needs at run time
+    toolchain: str
+    glibc: tuple[int, int]  # the wheels' manylinux tag
+    pythons: tuple[str, ...]
+
+    @property
+    def portable(self) -> bool:
+        return self.toolchain == "portable-glibc2.17"
 
 
 CASES = [
@@ -45,7 +60,10 @@ CASES = [
         "xnnpack-linux",
         ("XnnpackExecutionProvider",),
         "onnxruntime_xnnpack",
-        ("onnxruntime_xnnpack.libs/libXNNPACK", "onnxruntime_xnnpack.libs/libpthreadpool"),
+        ("onnxruntime/capi/onnxruntime_pybind11_state", "onnxruntime/capi/libonnxruntime.so"),
+        "portable-glibc2.17",
+        (2, 17),
+        EVERY_PYTHON,
     ),
     EpCase(
         "dnnl-linux",
@@ -56,6 +74,9 @@ CASES = [
             "onnxruntime_dnnl.libs/libdnnl",
             "onnxruntime_dnnl.libs/libgomp",
         ),
+        "debian-trixie",
+        (2, 39),
+        ("3.13",),
     ),
     EpCase(
         "xnnpack-dnnl-linux",
@@ -66,45 +87,105 @@ CASES = [
             "onnxruntime_dnnl_xnnpack.libs/libdnnl",
             "onnxruntime_dnnl_xnnpack.libs/libXNNPACK",
         ),
+        "debian-trixie",
+        (2, 39),
+        ("3.13",),
     ),
 ]
 
 
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param(c, id=c.recipe, marks=pytest.mark.recipe_tree(c.recipe)) for c in CASES],
-)
-def built(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[EpCase, Path, dict[str, Any]]:
-    case: EpCase = request.param
-    dist = tmp_path_factory.mktemp(f"dist-{case.recipe}")
-    out, manifest = build_recipe(case.recipe, dist)
-    return case, out, manifest
+Built = tuple[EpCase, Path, dict[str, Any]]
+_BUILDS: dict[str, Built] = {}  # one build per recipe for both fixtures below
 
 
-def test_wheel_is_named_and_packaged_for_its_ep(built: tuple[EpCase, Path, dict[str, Any]]) -> None:
+def _params(cases: list[EpCase]) -> list[Any]:
+    return [pytest.param(c, id=c.recipe, marks=pytest.mark.recipe_tree(c.recipe)) for c in cases]
+
+
+def _build(case: EpCase, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    if case.recipe not in _BUILDS:
+        out, manifest = build_recipe(case.recipe, tmp_path_factory.mktemp(f"dist-{case.recipe}"))
+        _BUILDS[case.recipe] = (case, out, manifest)
+    return _BUILDS[case.recipe]
+
+
+@pytest.fixture(scope="module", params=_params(CASES))
+def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return _build(request.param, tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=_params([c for c in CASES if c.portable]))
+def built_portable(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The recipes on the portable toolchain: ELF promise and compat roots."""
+    return _build(request.param, tmp_path_factory)
+
+
+def wheels(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    return [a for a in manifest["artifacts"] if a["kind"] == "wheel"]
+
+
+def test_wheel_is_named_and_packaged_for_its_ep(built: Built) -> None:
     case, out, manifest = built
-    wheel = next(a for a in manifest["artifacts"] if a["kind"] == "wheel")
-    assert wheel["path"].startswith(f"{case.distribution}-1.21.0-cp313-cp313-manylinux_")
-    assert wheel["provider_names"] == ["CPUExecutionProvider", *case.providers]
-    with zipfile.ZipFile(out / wheel["path"]) as zf:
-        names = zf.namelist()
-        record = json.loads(zf.read("onnxruntime/ortdist_build.json"))
-    for prefix in case.must_carry:
-        assert any(n.startswith(prefix) for n in names), f"{prefix} missing from {wheel['path']}"
-    assert [ep["provider"] for ep in record["execution_providers"]] == ["CPUExecutionProvider", *case.providers]
+    tags = sorted(a["path"].split("-")[2] for a in wheels(manifest))
+    assert tags == sorted(f"cp{v.replace('.', '')}" for v in case.pythons), tags
+    for wheel in wheels(manifest):
+        assert wheel["path"].startswith(f"{case.distribution}-1.21.0-cp3"), wheel["path"]
+        assert required_glibc(wheel["path"]) == case.glibc, wheel["path"]
+        assert wheel["provider_names"] == ["CPUExecutionProvider", *case.providers]
+        with zipfile.ZipFile(out / wheel["path"]) as zf:
+            names = zf.namelist()
+            record = json.loads(zf.read("onnxruntime/ortdist_build.json"))
+        for prefix in case.must_carry:
+            assert any(n.startswith(prefix) for n in names), f"{prefix} missing from {wheel['path']}"
+        if case.portable:  # XNNPACK, pthreadpool, cpuinfo: linked in, nothing grafted
+            assert not [n for n in names if n.startswith(f"{case.distribution}.libs/")], wheel["path"]
+        assert [ep["provider"] for ep in record["execution_providers"]] == ["CPUExecutionProvider", *case.providers]
     check = manifest["clean_root_check"]
     assert check["ok"] and set(case.providers) <= set(check["available_providers"])
 
 
-def test_smoke_suite_proves_nodes_ran_on_the_ep(built: tuple[EpCase, Path, dict[str, Any]], tmp_path: Path) -> None:
+def test_every_shipped_elf_keeps_the_toolchains_promise(built_portable: Built) -> None:
+    """DT_NEEDED and symbol versions of every ELF in every wheel and the archive, read from the
+    files, against the wheel's tag and the toolchain's [promise] (portable: glibc's own libraries)."""
+    case, out, manifest = built_portable
+    system = load_toolchain(PROJECT, case.toolchain).system_libraries
+    checked = 0
+    for art in manifest["artifacts"]:
+        path = out / art["path"]
+        if art["kind"] == "wheel":
+            members = wheel_libraries(path)
+        elif art["kind"] == "c-library":
+            members = elf.artifact_libraries(path)
+        else:
+            continue
+        assert elf.violations(members, elf.policy(case.glibc, system)) == [], art["path"]
+        checked += sum(1 for _, data in members if elf.is_elf(data))
+    assert checked >= len(case.pythons) * 3 + 2, checked
+
+
+def test_compat_roots_ran_the_reference_models_on_the_ep(built_portable: Built) -> None:
+    """bullseye's gcc built the C program against the archive and ran it; bookworm's CPython 3.11 ran
+    every reference model on the EP (as [EP, CPU]) from the cp311 wheel, offline."""
+    case, _, manifest = built_portable
+    compat = {entry["name"]: entry for entry in manifest["compat"]}
+    assert set(compat) == {"bullseye-c", "bookworm-wheel"}
+    c = compat["bullseye-c"]
+    assert c["ok"] and c["details"]["models"] and all(m["max_abs_err"] < 1e-4 for m in c["details"]["models"]), c
+    wheel = compat["bookworm-wheel"]
+    assert wheel["ok"] and wheel["details"]["wheel"].startswith(f"{case.distribution}-1.21.0-cp311-cp311-"), wheel
+    assert set(case.providers) <= set(wheel["details"]["available_providers"]), wheel["details"]
+    for provider in case.providers:
+        ran = {m["name"] for m in wheel["details"]["models"] if m["provider"] == provider and m["passed"]}
+        assert ran == set(BUILDERS), (provider, ran)
+
+
+def test_smoke_suite_proves_nodes_ran_on_the_ep(built: Built, tmp_path: Path) -> None:
     case, out, manifest = built
-    wheel = out / next(a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel")
-    toolchain = make_toolchain(load_toolchain(PROJECT, "debian-trixie"))
+    wheel = out / next(a["path"] for a in wheels(manifest) if "-cp313-" in a["path"])
+    toolchain = make_toolchain(load_toolchain(PROJECT, case.toolchain))
     report, verdicts = smoke_wheel(wheel, tmp_path, Cache.default(), toolchain, with_node_tests=False)
     assert report["passed"], [f"{v.provider} {v.name}: {v.message}" for v in verdicts if not v.passed]
-    assert report["environment"]["kind"] == expected_smoke_environment((2, 39), "3.13")
+    assert report["environment"]["kind"] == expected_smoke_environment(case.glibc, "3.13")
     table = expectations()
     for provider in ("CPUExecutionProvider", *case.providers):
         on_ep = {v.name: v for v in verdicts if v.provider == provider and v.suite == "model"}

@@ -247,11 +247,39 @@ def test_smoke_suite_on_the_slim_wheel(slim: tuple[Path, dict[str, Any]], tmp_pa
     out, manifest = slim
     from ortdist.smoke.run_suite import smoke_wheel
 
-    toolchain = make_toolchain(load_toolchain(PROJECT, "debian-trixie"))
-    report, verdicts = smoke_wheel(artifact(out, manifest, "wheel"), tmp_path, Cache.default(), toolchain)
+    toolchain = make_toolchain(load_toolchain(PROJECT, manifest["toolchain"]["name"]))
+    (cp313,) = [out / a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel" and "-cp313-" in a["path"]]
+    report, verdicts = smoke_wheel(cp313, tmp_path, Cache.default(), toolchain)
     assert report["passed"], [v.message for v in verdicts if not v.passed]
     assert report["reduced"] and report["node_tests"] == {}
     by_model = {v.name: v for v in verdicts if v.suite == "model"}
     assert by_model["cnn"].passed and by_model["cnn"].share == 1.0
     (refused,) = [v for v in verdicts if v.message.startswith("refused as expected")]
     assert refused.name == "transformer" and "no kernel for LayerNormalization" in refused.message
+
+
+@pytest.mark.parametrize(
+    "slim", [pytest.param("slim-linux", marks=pytest.mark.recipe_tree("slim-linux"))], indirect=True
+)
+def test_slim_wheels_are_portable_for_every_python(slim: tuple[Path, dict[str, Any]]) -> None:
+    """slim-linux is on the portable toolchain: manylinux_2_17 wheels for cp310-cp314, nothing grafted,
+    and every shipped ELF (wheels, shared library, static archive's tarball) within glibc 2.17."""
+    from ortdist.checks import elf
+    from ortdist.wheel.names import required_glibc
+    from ortdist.wheel.repair import wheel_libraries
+
+    out, manifest = slim
+    wheels = [a for a in manifest["artifacts"] if a["kind"] == "wheel"]
+    assert sorted(a["path"].split("-")[2] for a in wheels) == ["cp310", "cp311", "cp312", "cp313", "cp314"]
+    policy = elf.policy((2, 17), load_toolchain(PROJECT, "portable-glibc2.17").system_libraries)
+    for art in manifest["artifacts"]:
+        path = out / art["path"]
+        if art["kind"] == "wheel":
+            assert required_glibc(path.name) == (2, 17), path.name
+            members = wheel_libraries(path)
+            assert not [name for name, _ in members if ".libs/" in name], path.name
+        elif art["kind"] == "c-library":
+            members = elf.artifact_libraries(path)
+        else:
+            continue
+        assert elf.violations(members, policy) == [], path.name

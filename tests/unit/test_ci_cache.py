@@ -135,12 +135,15 @@ def test_a_cross_plan_caches_its_target_roots_under_its_build_hosts_keys(project
 
 
 def test_recipes_of_one_toolchain_share_its_root_and_their_sources(project: Path) -> None:
-    dnnl, xnnpack, cpu = keys("dnnl-linux", project), keys("xnnpack-linux", project), keys("cpu-linux", project)
-    assert dnnl["root"] == xnnpack["root"] != cpu["root"]
-    assert dnnl["roots"] == xnnpack["roots"]  # the clean root only
-    assert dnnl["sources"][0] != xnnpack["sources"][0]  # patch 0007 is xnnpack's (eps=xnnpack)
-    assert dnnl["compiler"][0] != xnnpack["compiler"][0]
-    assert dnnl["compiler"][1][1] == xnnpack["compiler"][1][1]  # the toolchain's last compiler cache
+    dnnl, both, cpu = keys("dnnl-linux", project), keys("xnnpack-dnnl-linux", project), keys("cpu-linux", project)
+    xnnpack = keys("xnnpack-linux", project)
+    assert dnnl["root"] == both["root"] != cpu["root"] == xnnpack["root"]
+    assert dnnl["roots"] == both["roots"]  # the clean root only
+    assert dnnl["sources"][0] != both["sources"][0]  # patch 0007 is xnnpack's (eps=xnnpack)
+    assert dnnl["compiler"][0] != both["compiler"][0]
+    assert dnnl["compiler"][1][1] == both["compiler"][1][1]  # the toolchain's last compiler cache
+    # xnnpack-linux falls back on cpu-linux's compiler cache: same toolchain, same flags
+    assert xnnpack["compiler"][1][1] == cpu["compiler"][1][1] != dnnl["compiler"][1][1]
 
 
 def test_toolchain_packages_change_the_root_key_not_the_sources_key(copy: Path) -> None:

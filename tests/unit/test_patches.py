@@ -102,9 +102,9 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009"]
+    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 11)]
     assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt"), ("xnnpack",), ("cuda", "tensorrt")]
-    assert [p.features for p in patches if p.features] == [("fp16_and_nbit_kernels",)]
+    assert [p.features for p in patches if p.features] == [("fp16_and_nbit_kernels",), ("minimal_build",)]
     # A patch to one EP's code reaches only the builds with that EP.
     assert "0007" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "dnnl"])}
     for patch in patches:
@@ -123,6 +123,8 @@ def test_a_patch_for_one_feature_applies_only_to_recipes_that_change_it(project:
     }
     assert "0008" not in names["cpu-linux"] and "0008" not in names["slim-linux-aarch64"]
     assert names["slim-c-linux-aarch64"] == names["slim-linux-aarch64"] | {"0008"}
+    # 0010 (GCC 11 in a minimal build): every slim recipe, never a full build
+    assert "0010" in names["slim-linux-aarch64"] and "0010" not in names["cpu-linux"]
 
 
 def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:

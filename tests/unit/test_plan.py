@@ -149,12 +149,26 @@ def test_in_root_substitutes_every_placeholder() -> None:
 
 
 def test_an_xnnpack_plan_on_trixie_gets_its_shims_not_its_sources(project: Path) -> None:
-    """xnnpack-linux stays on debian-trixie: Debian's libXNNPACK through the shims, no source trees."""
-    plan = plan_of(project, load_recipe(project / "recipes" / "xnnpack-linux.toml"))
+    """On debian-trixie XNNPACK is Debian's libXNNPACK, found through the shims: no source trees."""
+    plan = plan_of(project, load_recipe(project / "recipes" / "xnnpack-dnnl-linux.toml"))
     assert plan.toolchain.name == "debian-trixie"
     assert [dep.name for dep in plan.deps] == ["onnx"]
     assert plan.cmake_defines["googlexnnpack_DIR"] == "/ortdist/shims/xnnpack"
     assert "FETCHCONTENT_SOURCE_DIR_GOOGLEXNNPACK" not in plan.cmake_defines
+
+
+def test_an_xnnpack_plan_on_the_portable_toolchain_compiles_xnnpack_from_its_pinned_sources(project: Path) -> None:
+    """portable-glibc2.17 has no EP packages: XNNPACK and its dependencies are ort_versions.toml's
+    sources with eps = ["xnnpack"], compiled in through ORT's FetchContent (nothing to graft)."""
+    plan = plan_of(project, load_recipe(project / "recipes" / "xnnpack-linux.toml"))
+    assert plan.toolchain.name == "portable-glibc2.17"
+    ep_deps = {"googlexnnpack", "pthreadpool", "fxdiv", "fp16", "psimd"}
+    assert ep_deps <= {dep.name for dep in plan.deps}
+    for name in ep_deps:
+        assert plan.cmake_defines[f"FETCHCONTENT_SOURCE_DIR_{name.upper()}"] == f"/ortdist/deps/{name}"
+    assert "googlexnnpack_DIR" not in plan.cmake_defines
+    cpu = plan_of(project, load_recipe(project / "recipes" / "cpu-linux.toml"))
+    assert not ep_deps & {dep.name for dep in cpu.deps}  # only builds with the EP take them
 
 
 def test_ep_switches_and_distribution_come_from_the_registry(project: Path, recipe_from: Callable[..., Recipe]) -> None:
@@ -170,15 +184,15 @@ def test_ep_switches_and_distribution_come_from_the_registry(project: Path, reci
 
 def test_ep_recipes_plan_their_ep_alone(project: Path) -> None:
     for name, ep, define, dist in (
-        ("xnnpack-linux", "xnnpack", "pthreadpool_DIR", "onnxruntime-xnnpack"),
+        ("xnnpack-linux", "xnnpack", "FETCHCONTENT_SOURCE_DIR_PTHREADPOOL", "onnxruntime-xnnpack"),
         ("dnnl-linux", "dnnl", "dnnl_DIR", "onnxruntime-dnnl"),
     ):
         plan = plan_of(project, load_recipe(project / "recipes" / f"{name}.toml"))
         assert [p.name for p in plan.providers] == ["cpu", ep]
         assert define in plan.cmake_defines
         assert plan.distribution == dist
-        other = {"xnnpack": "dnnl_DIR", "dnnl": "googlexnnpack_DIR"}[ep]
-        assert other not in plan.cmake_defines
+        others = {"xnnpack": ("dnnl_DIR",), "dnnl": ("googlexnnpack_DIR", "FETCHCONTENT_SOURCE_DIR_PTHREADPOOL")}[ep]
+        assert not set(others) & set(plan.cmake_defines)
 
 
 def test_an_ep_the_toolchain_cannot_provide_is_refused(project: Path, recipe_from: Callable[..., Recipe]) -> None:

@@ -79,17 +79,60 @@ def broken_ep(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 
 def test_an_uncached_recipes_tests_are_reported_as_not_proven(broken_ep: pytest.Pytester) -> None:
+    broken_ep.makepyfile(test_ep=BROKEN_EP.replace("xnnpack-linux", "dnnl-linux"))  # not in the rotation
     result = broken_ep.runpytest_inprocess("--integration")
     result.assert_outcomes(passed=2, failed=1, deselected=1)  # the main recipe's skip fails under CI
     result.stdout.fnmatch_lines(
         [
             "ortdist: what this run proved*",
             "  cpu-linux * FAILED: 1 test(s) failed",
-            "  xnnpack-linux * NOT PROVEN: 1 test(s) deselected (no cached build tree)",
+            "  dnnl-linux * NOT PROVEN: 1 test(s) deselected (no cached build tree)",
             "  GPU (CUDA on a device)  NOT PROVEN here: no GPU*",
-            "*ORTDIST_TEST_RECIPES=xnnpack-linux*",
+            "*ORTDIST_TEST_RECIPES=dnnl-linux*",
         ]
     )
+
+
+def test_ci_builds_the_rotations_pick_from_cold_last_and_reports_it(
+    broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under CI the commit picks one rotation recipe: its tests run (last) though its tree is not
+    cached, and a broken one fails the run."""
+    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
+    result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
+    result.assert_outcomes(passed=2, failed=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        [
+            "ortdist: the rotation picked xnnpack-linux for commit 0123456789ab (built from cold last*",
+            "*test_suite.py::test_another_build PASSED*",
+            "*test_ep.py::test_the_ep_takes_the_conv FAILED*",
+            "  xnnpack-linux * FAILED: 1 test(s) failed",
+        ]
+    )
+
+
+def test_the_rotations_pick_left_out_for_time_is_not_proven_not_failed(
+    broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With 85 of CI's 90 minutes gone the pick is not built: the claims table says why."""
+    import time
+
+    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 85 * 60))
+    result = broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
+    result.assert_outcomes(passed=2, skipped=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        ["  xnnpack-linux * NOT PROVEN: the rotation's pick for 0123456789ab, left out: 0 min left of CI's 90*"]
+    )
+
+
+def test_the_rotation_covers_every_entry_over_successive_commits() -> None:
+    import hashlib
+
+    from conftest import ROTATION, rotation_pick
+
+    picks = {rotation_pick(hashlib.sha1(str(n).encode()).hexdigest()) for n in range(64)}
+    assert picks == set(ROTATION)
 
 
 def test_a_recipe_asked_for_is_built_and_its_failure_reported(
