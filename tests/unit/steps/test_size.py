@@ -174,3 +174,31 @@ def test_a_missing_comparison_build_leaves_the_report_without_one(make_env: Make
     assert "| .text | 256 | - | - |" in table
     rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| .")]
     assert rows == ["| .text", "| .eh_frame", "| .dynsym"]  # largest first when nothing is compared
+
+
+def test_what_the_compilers_own_archives_give_the_library_is_one_component(make_env: MakeEnv) -> None:
+    """A toolchain that links libstdc++ statically (portable-glibc2.17): the library's std:: code is
+    counted as the C++ runtime, read from the archives the toolchain's compiler names, after the link
+    graph's own (a template ORT instantiates itself stays ORT's)."""
+    env = ready(make_env("slim-linux"), strip=True)
+    string_ctor = "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEC1EPKcRKS3_"
+
+    def with_runtime(cmd: Command) -> None:
+        measures(cmd)
+        out = host_of(cmd, "/ortdist/work/size")
+        nm = (out / "lib.nm").read_text()
+        (out / "lib.nm").write_text(nm + f"0000000000003000 0000000000000030 W {string_ctor}\n")
+        (out / "lib.demangled.nm").write_text((out / "lib.demangled.nm").read_text() + "0 30 W std::string ctor\n")
+        (out / "runtime-0.nm").write_text(f"string-inst.o:\n0000000000000000 W {string_ctor}\n0 T {CONV}\n")
+
+    env.runner.on("/bin/sh -ec", with_runtime)
+    out = size.run(env.ctx, env.state)
+    script = env.only("/bin/sh -ec").argv[2]
+    cxx = env.plan.cmake_defines["CMAKE_CXX_COMPILER"]
+    assert f'nm --defined-only "$({cxx} -print-file-name=libstdc++.a)" > runtime-0.nm' in script
+    assert f'"$({cxx} -print-file-name=libgcc.a)" > runtime-2.nm' in script
+    assert out.report["shared_library"]["by_component"] == [
+        {"component": "ort:providers", "bytes": 256},  # defined by ORT's archive first: ORT's
+        {"component": "unattributed", "bytes": 64},
+        {"component": size.RUNTIME_COMPONENT, "bytes": 48},
+    ]

@@ -20,6 +20,10 @@ from ..step import StepDef
 # another ([size] compare_with).
 BASELINE_RECIPE = "cpu-linux"
 PYBIND = "onnxruntime/capi/onnxruntime_pybind11_state.so"
+# The compiler's own archives, after the link graph's in link order: what the library takes from
+# them (all of libstdc++ it uses, where a toolchain links it statically) is one component.
+RUNTIME_ARCHIVES = ("libstdc++.a", "libgcc_eh.a", "libgcc.a")
+RUNTIME_COMPONENT = "C++ runtime (libstdc++, libgcc)"
 
 
 def size_baseline(ctx: BuildContext) -> dict[str, Any] | None:
@@ -73,6 +77,11 @@ def measure_script(ctx: BuildContext, state: BuildState, archives: list[str]) ->
     if plan.builds_wheel:
         lines.append(f"{strip} --strip-all -o pybind.stripped {build.inside}/{PYBIND}")
     lines += [f"{nm} --defined-only {a} > archive-{i}.nm 2>/dev/null" for i, a in enumerate(archives)]
+    cxx = plan.cmake_defines.get("CMAKE_CXX_COMPILER") or ctx.tool("g++")
+    lines += [
+        f'{{ {nm} --defined-only "$({cxx} -print-file-name={name})" > runtime-{i}.nm 2>/dev/null || true; }}'
+        for i, name in enumerate(RUNTIME_ARCHIVES)
+    ]
     return " && ".join(lines)
 
 
@@ -96,6 +105,10 @@ def run(ctx: BuildContext, state: BuildState) -> Size:
         (bundle.component_of(a), size.parse_archive_definitions((work / f"archive-{i}.nm").read_text(errors="replace")))
         for i, a in enumerate(graph.archives)
     ]
+    for i in range(len(RUNTIME_ARCHIVES)):
+        found = work / f"runtime-{i}.nm"
+        if found.is_file():
+            definers.append((RUNTIME_COMPONENT, size.parse_archive_definitions(found.read_text(errors="replace"))))
     owners = size.attribute(symbols, definers)
     built = ctx.layout.build.host
     report: dict[str, Any] = {
