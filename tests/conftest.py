@@ -171,12 +171,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The tests a group kept but the selection (-k, -m) dropped: that group is only partly proven."""
+    """Says what the rotation picked; the tests a group kept but the selection (-k, -m) dropped make
+    that group only partly proven."""
     groups = session.config.stash.get(_GROUP_OF, None)
     if groups is None:
         return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for group, claim in session.config.stash[_CLAIMS].items():
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if claim.rotation and reporter is not None:
             how = "its tree is cached" if claim.cached else f"built from cold last, ~{ROTATION[group] / 60:.0f} min"
             reporter.write_line(

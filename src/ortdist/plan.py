@@ -249,14 +249,15 @@ def make_plan(
             where=f"recipe {recipe.name} key 'execution_providers'",
             fix='use execution_providers = ["cpu"] for this target',
         )
+    # A toolchain that compiles its dependencies also provides each EP with pinned sources of its own.
     from_source = source_eps(version) if toolchain.deps_from_source else ()
-    missing = [ep.name for ep in providers if not toolchain.provides(ep.name) and ep.name not in from_source]
+    offered = tuple(dict.fromkeys((*toolchain.available_eps, *from_source)))
+    missing = [ep.name for ep in providers if ep.name not in offered]
     if missing:
         raise RecipeError(
             f"toolchain {toolchain.name!r} has no libraries for execution provider(s) {', '.join(missing)}",
             where=f"recipe {recipe.name} key 'execution_providers'",
-            fix=f"{toolchain.name} provides: {', '.join(dict.fromkeys((*toolchain.available_eps, *from_source)))}; "
-            "or pick a toolchain that provides the EP",
+            fix=f"{toolchain.name} provides: {', '.join(offered)}; or pick a toolchain that provides the EP",
         )
     glibc = toolchain.glibc_for(recipe.target)
     if recipe.features.packed_relocations and glibc and tuple(map(int, glibc.split("."))) < PACKED_RELOCATIONS_GLIBC:
