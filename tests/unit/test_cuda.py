@@ -31,23 +31,33 @@ CUDA_PROVIDER = "CUDAExecutionProvider"
 
 
 # --- toolchain ------------------------------------------------------------------------------------
-def test_cuda12_extends_debian_trixie(project: Path) -> None:
-    base = load_toolchain(project, "debian-trixie")
+def test_cuda12_extends_the_portable_toolchain(project: Path) -> None:
+    base = load_toolchain(project, "portable-glibc2.17")
     cuda = load_toolchain(project, "cuda12")
-    assert cuda.extends == "debian-trixie"
+    assert cuda.extends == "portable-glibc2.17" and cuda.glibc == base.glibc == "2.17"
+    assert cuda.deps_from_source and cuda.compiler == base.compiler
     assert set(base.packages) <= set(cuda.all_packages())
-    assert {"nvidia-cuda-toolkit", "g++-13"} <= set(cuda.all_packages())
+    assert "nvidia-cuda-toolkit" in cuda.all_packages()  # its programs only (linked into {wheels}/cuda)
     assert cuda.components == ("main", "contrib", "non-free") and base.components == ("main",)
     # Inherited tables merge: the parent's defines stay, the child's EP defines join them.
-    assert cuda.cmake["Protobuf_DIR"] == base.cmake["Protobuf_DIR"]
-    assert set(cuda.ep_cmake) == {"xnnpack", "dnnl", "cuda"}
+    assert cuda.cmake["CMAKE_CXX_COMPILER"] == base.cmake["CMAKE_CXX_COMPILER"]
+    assert set(cuda.ep_cmake) == {"cuda"}
+    assert cuda.ep_cmake["cuda"]["CMAKE_CUDA_HOST_COMPILER"] == "{compiler}/bin/x86_64-linux-gnu-g++"
     assert "cuda" in cuda.available_eps and "cuda" not in base.available_eps
-    # Narrowed targets drop the parent's cross tables.
     assert cuda.targets == ("x86_64-unknown-linux-gnu",) and cuda.cross_targets == {}
-    # The parent's shims plus the child's own.
-    assert {"re2", "protobuf", "cudnn_frontend"} <= set(cuda.shims)
-    assert cuda.shims["re2"] == base.shims["re2"]
-    assert set(cuda.all_wheels()) == {"nvidia-cudnn-cu12", "nvidia-cudnn-frontend", "nvidia-cutlass"}
+    assert set(cuda.shims) == {"cudnn_frontend_src"}
+    wheels = cuda.all_wheels()
+    assert {w.version for d, w in wheels.items() if d.startswith("nvidia-cuda-")} == {
+        "12.4.131",
+        "12.4.127",
+        "12.4.127.post1",
+    }
+    # The toolkit's wheels share one tree, each from its own nvidia/<component>/ directory.
+    merged = {d: w.subdir for d, w in wheels.items() if w.into == "cuda"}
+    assert merged["nvidia-cuda-runtime-cu12"] == "nvidia/cuda_runtime" and len(merged) == 7
+    assert all(subdir.startswith("nvidia/") for subdir in merged.values())
+    assert cuda.ep_links["cuda"]["cuda/bin/nvcc"] == "/usr/lib/nvidia-cuda-toolkit/bin/nvcc"
+    assert "-I$(TOP)/include" in cuda.ep_files["cuda"]["cuda/bin/nvcc.profile"]
     assert cuda.root_digest != base.root_digest
     cache = Cache(Path("/nonexistent"))
     assert DebianSysroot(cuda).build_root_path(cache) != DebianSysroot(base).build_root_path(cache)
@@ -60,13 +70,18 @@ def _copy_toolchains(project: Path, tmp_path: Path) -> Path:
 
 def test_a_child_change_leaves_the_parent_root_alone(project: Path, tmp_path: Path) -> None:
     toolchains = _copy_toolchains(project, tmp_path)
-    base, cuda = load_toolchain(tmp_path, "debian-trixie"), load_toolchain(tmp_path, "cuda12")
+    base, cuda = load_toolchain(tmp_path, "portable-glibc2.17"), load_toolchain(tmp_path, "cuda12")
     child = toolchains / "cuda12.toml"
-    child.write_text(child.read_text().replace('"g++-13"]', '"g++-13", "less"]'))
-    assert load_toolchain(tmp_path, "debian-trixie").root_digest == base.root_digest
+    child.write_text(
+        child.read_text().replace('cuda = ["nvidia-cuda-toolkit"]', 'cuda = ["nvidia-cuda-toolkit", "less"]')
+    )
+    assert load_toolchain(tmp_path, "portable-glibc2.17").root_digest == base.root_digest
+    assert load_toolchain(tmp_path, "cuda12").root_digest != cuda.root_digest
+    # ...and so does the profile it writes into the toolkit tree...
+    child.write_text(child.read_text().replace("PTXAS_FLAGS     +=", "PTXAS_FLAGS     += -v"))
     assert load_toolchain(tmp_path, "cuda12").root_digest != cuda.root_digest
     # ...while the parent's packages re-make the child's root too.
-    parent = toolchains / "debian-trixie.toml"
+    parent = toolchains / "portable-glibc2.17.toml"
     parent.write_text(parent.read_text().replace('"ccache",', '"ccache", "less",'))
     assert load_toolchain(tmp_path, "cuda12").root_digest != cuda.root_digest
 
@@ -74,7 +89,10 @@ def test_a_child_change_leaves_the_parent_root_alone(project: Path, tmp_path: Pa
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (('extends = "debian-trixie"', 'extends = "debian-trixy"'), "did you mean 'debian-trixie'"),
+        (('extends = "portable-glibc2.17"', 'extends = "portable-glibc2.71"'), "did you mean 'portable-glibc2.17'"),
+        (('subdir = "nvidia/cublas"', 'subdir = "../cublas"'), "subdir '../cublas' must be a relative path"),
+        (('"cuda/bin/bin2c" = "/usr/bin/bin2c"', '"cuda/bin/bin2c" = "../bin2c"'), "a name beside it or an absolute"),
+        (('"cuda/bin/nvcc.profile"', '"/etc/nvcc.profile"'), "ep_files.cuda\\] '/etc/nvcc.profile': a path must be"),
         (("6d011159a158f3cf", "6d011159"), "sha256 \\(64 lowercase hex digits\\)"),
         (("6d011159a158f3cf", "6D011159A158F3CF"), "sha256 \\(64 lowercase hex digits\\)"),
         (('python = "3.12"', 'pyhton = "3.12"'), "unknown key 'pyhton'"),
@@ -95,15 +113,15 @@ def test_bad_toolchains_are_refused(project: Path, tmp_path: Path, edit: tuple[s
 
 def test_toolchains_that_extend_each_other_are_refused(project: Path, tmp_path: Path) -> None:
     toolchains = _copy_toolchains(project, tmp_path)
-    parent = toolchains / "debian-trixie.toml"
+    parent = toolchains / "portable-glibc2.17.toml"
     parent.write_text('extends = "cuda12-tensorrt"\n' + parent.read_text())
-    with pytest.raises(RecipeError, match="cycle: cuda12 -> debian-trixie -> cuda12-tensorrt -> cuda12"):
+    with pytest.raises(RecipeError, match=r"cycle: cuda12 -> portable-glibc2\.17 -> cuda12-tensorrt -> cuda12"):
         load_toolchain(tmp_path, "cuda12")
 
 
 def test_a_misspelt_parent_is_reported_where_it_is_named(project: Path, tmp_path: Path) -> None:
     child = _copy_toolchains(project, tmp_path) / "cuda12.toml"
-    child.write_text(child.read_text().replace('extends = "debian-trixie"', 'extends = "debian-trixy"'))
+    child.write_text(child.read_text().replace('extends = "portable-glibc2.17"', 'extends = "portable-glibc2.71"'))
     with pytest.raises(RecipeError) as err:
         load_toolchain(tmp_path, "cuda12")
     assert err.value.where == f"{child} key 'extends'"
@@ -125,10 +143,10 @@ def test_a_child_table_of_the_same_ep_merges_key_by_key(project: Path, tmp_path:
     )
     spec = load_toolchain(tmp_path, "cuda-extra")
     assert spec.ep_cmake["cuda"]["onnxruntime_NVCC_THREADS"] == "2"
-    assert spec.ep_cmake["cuda"]["CMAKE_CUDA_HOST_COMPILER"] == "/usr/bin/g++-13"  # the parent's, kept
+    assert spec.ep_cmake["cuda"]["CMAKE_CUDA_HOST_COMPILER"] == "{compiler}/bin/x86_64-linux-gnu-g++"  # kept
     assert spec.declaring("ep_cmake.cuda", "onnxruntime_NVCC_THREADS") == "cuda-extra"
     assert spec.declaring("ep_cmake.cuda", "CMAKE_CUDA_HOST_COMPILER") == "cuda12"
-    assert spec.declaring("cmake", "eigen_DIR") == "debian-trixie"
+    assert spec.declaring("cmake", "CMAKE_CXX_COMPILER") == "portable-glibc2.17"
     assert spec.ep_wheels["cuda"]["nvidia-cutlass"].sha256 == "0" * 64
     assert "nvidia-cudnn-cu12" in spec.ep_wheels["cuda"]
 
@@ -191,17 +209,19 @@ def test_cuda_linux_plan(project: Path) -> None:
     assert defines["onnxruntime_USE_CUDA"] == "ON"
     assert defines["CMAKE_CUDA_ARCHITECTURES"] == "90"
     assert defines["CMAKE_CUDA_COMPILER_LAUNCHER"] == defines["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
-    assert defines["CMAKE_CUDA_HOST_COMPILER"] == "/usr/bin/g++-13"
+    assert defines["CMAKE_CUDA_HOST_COMPILER"] == "/opt/ortdist-compiler/bin/x86_64-linux-gnu-g++"  # GCC 11.2
+    assert defines["CMAKE_CUDA_COMPILER"] == "/opt/ortdist-wheels/cuda/bin/nvcc"  # beside its own nvcc.profile
     for switch in ("FLASH", "MEMORY_EFFICIENT", "LEAN"):
         assert defines[f"onnxruntime_USE_{switch}_ATTENTION"] == "OFF"
     assert defines["onnxruntime_CUDNN_HOME"] == "/opt/ortdist-wheels/nvidia-cudnn-cu12/nvidia/cudnn"
     assert defines["FETCHCONTENT_SOURCE_DIR_CUTLASS"].startswith("/opt/ortdist-wheels/nvidia-cutlass/")
-    assert defines["cudnn_frontend_DIR"] == "/ortdist/shims/cudnn_frontend"
+    assert defines["FETCHCONTENT_SOURCE_DIR_CUDNN_FRONTEND"] == "/ortdist/shims/cudnn_frontend_src"
     assert not any("{" in v for v in defines.values())
     # The vendor runtime is never bundled: auditwheel excludes it, the extras provide it.
     for lib in ("libcudart.so.*", "libcublas.so.*", "libcublasLt.so.*", "libcudnn*.so.*", "libcuda.so.*"):
         assert lib in plan.repair_excludes
-    assert plan.steps[-5:] == ("wheel", "repair", "check", "size", "publish")
+    # five Pythons: the extra bindings; a portable toolchain: the older systems (compat)
+    assert plan.steps[-8:] == ("binding", "install", "wheel", "repair", "check", "compat", "size", "publish")
 
 
 def test_multi_arch_and_attention_kernels(project: Path, recipe_from: Callable[..., Recipe]) -> None:
@@ -536,7 +556,9 @@ def test_the_sbom_names_the_sdk_wheels_built_against(project: Path) -> None:
     )
     document = sbom.make_sbom(inputs, {"name": "w", "version": "1"})
     sdks = {c["name"]: c for c in document["components"] if c["bom-ref"].startswith("sdk:")}
-    assert set(sdks) == {"nvidia-cudnn-cu12", "nvidia-cudnn-frontend", "nvidia-cutlass"}
+    assert set(sdks) == {"nvidia-cudnn-cu12", "nvidia-cudnn-frontend", "nvidia-cutlass"} | {
+        f"nvidia-{c}-cu12" for c in ("cuda-nvcc", "cuda-runtime", "cuda-cccl", "cublas", "cufft", "curand", "cusparse")
+    }
     assert sdks["nvidia-cudnn-cu12"]["purl"] == "pkg:pypi/nvidia-cudnn-cu12@9.7.1.26"
     assert sdks["nvidia-cudnn-cu12"]["hashes"][0]["content"].startswith("6d011159")
     cpu, _ = plan_for("cpu-linux", project)

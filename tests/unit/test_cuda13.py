@@ -61,7 +61,12 @@ def _toolkit_wheel(directory: Path, name: str, files: dict[str, tuple[bytes, int
 
 
 def _sysroot_with(
-    project: Path, tmp_path: Path, wheels: dict[str, Path], links: dict[str, str]
+    project: Path,
+    tmp_path: Path,
+    wheels: dict[str, Path],
+    links: dict[str, str],
+    subdirs: dict[str, str] | None = None,
+    files: dict[str, str] | None = None,
 ) -> tuple[DebianSysroot, Cache]:
     """cuda13's spec over the given wheels, already in the download cache (nothing is fetched)."""
     cache = Cache(tmp_path / "cache")
@@ -71,9 +76,15 @@ def _sysroot_with(
         house = cache.downloads / "ep-wheels" / f"{dist}-13.0.0-{digest[:12]}"
         house.mkdir(parents=True)
         shutil.copy(wheel, house / wheel.name)
-        pins[dist] = PinnedWheel(version="13.0.0", sha256=digest, into="cuda" if dist != "cudnn" else "")
-    spec = load_toolchain(project, "cuda13")
-    return DebianSysroot(dataclasses.replace(spec, ep_wheels={"cuda": pins}, ep_links={"cuda": links})), cache
+        into = "cuda" if dist != "cudnn" else ""
+        pins[dist] = PinnedWheel(version="13.0.0", sha256=digest, into=into, subdir=(subdirs or {}).get(dist, ""))
+    spec = dataclasses.replace(
+        load_toolchain(project, "cuda13"),
+        ep_wheels={"cuda": pins},
+        ep_links={"cuda": links},
+        ep_files={"cuda": files or {}},
+    )
+    return DebianSysroot(spec), cache
 
 
 @pytest.mark.usefixtures("no_subprocess")
@@ -112,11 +123,93 @@ def test_a_link_to_nothing_is_refused_with_its_name(project: Path, tmp_path: Pat
         install_ep_wheels(sysroot.spec, cache, tmp_path / "root", io.StringIO())
 
 
+@pytest.mark.usefixtures("no_subprocess")
+def test_wheels_merge_from_their_subdirs_and_links_reach_the_roots_programs(project: Path, tmp_path: Path) -> None:
+    """cuda12's layout: each wheel's nvidia/<component>/ becomes one toolkit tree, Debian's nvcc is
+    linked in by its path in the root, and the tree's nvcc.profile is written beside it."""
+    made = tmp_path / "made"
+    made.mkdir()
+    init = (b"", 0o644)
+    wheels = {
+        "runtime": _toolkit_wheel(
+            made,
+            "runtime",
+            {
+                "nvidia/__init__.py": init,
+                "nvidia/cuda_runtime/include/cuda_runtime.h": (b"rt", 0o644),
+                "nvidia/cuda_runtime/lib/__init__.py": init,
+                "nvidia/cuda_runtime/lib/libcudart.so.12": (b"ELF", 0o644),
+                "runtime-12.4.dist-info/METADATA": (b"m", 0o644),
+            },
+        ),
+        "cublas": _toolkit_wheel(
+            made,
+            "cublas",
+            {"nvidia/cublas/include/cublas_v2.h": (b"bl", 0o644), "nvidia/cublas/lib/__init__.py": init},
+        ),
+        "nvcc": _toolkit_wheel(made, "nvcc", {"nvidia/cuda_nvcc/bin/ptxas": (b"ELF", 0o755)}),
+    }
+    subdirs = {"runtime": "nvidia/cuda_runtime", "cublas": "nvidia/cublas", "nvcc": "nvidia/cuda_nvcc/"}
+    links = {"cuda/bin/nvcc": "/usr/lib/nvidia-cuda-toolkit/bin/nvcc", "cuda/lib/libcudart.so": "libcudart.so.12"}
+    profile = "TOP = $(_HERE_)/..\n"
+    sysroot, cache = _sysroot_with(project, tmp_path, wheels, links, subdirs, {"cuda/bin/nvcc.profile": profile})
+    root = tmp_path / "root"
+    (root / "usr/lib/nvidia-cuda-toolkit/bin").mkdir(parents=True)
+    (root / "usr/lib/nvidia-cuda-toolkit/bin/nvcc").write_bytes(b"ELF")
+    install_ep_wheels(sysroot.spec, cache, root, io.StringIO())
+    cuda = root / "opt" / "ortdist-wheels" / "cuda"
+    assert sorted(p.name for p in cuda.iterdir()) == ["bin", "include", "lib"]  # no nvidia/, no dist-info
+    assert sorted(p.name for p in (cuda / "include").iterdir()) == ["cublas_v2.h", "cuda_runtime.h"]
+    assert (cuda / "bin" / "ptxas").stat().st_mode & 0o111
+    assert (cuda / "lib" / "libcudart.so").resolve().read_bytes() == b"ELF"
+    # A path in the root: it resolves where the build runs (inside the root), not on this host.
+    assert (cuda / "bin" / "nvcc").readlink() == Path("/usr/lib/nvidia-cuda-toolkit/bin/nvcc")
+    assert (cuda / "bin" / "nvcc.profile").read_text() == profile
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_wheels_that_would_overwrite_each_others_files_are_refused(project: Path, tmp_path: Path) -> None:
+    made = tmp_path / "made"
+    made.mkdir()
+    wheels = {
+        "a": _toolkit_wheel(made, "a", {"nvidia/a/include/x.h": (b"one", 0o644)}),
+        "b": _toolkit_wheel(made, "b", {"nvidia/b/include/x.h": (b"two", 0o644)}),
+    }
+    sysroot, cache = _sysroot_with(project, tmp_path, wheels, {}, {"a": "nvidia/a", "b": "nvidia/b"})
+    with pytest.raises(ToolchainError, match=r"nvidia/b/include/x.h would overwrite a different include/x.h"):
+        install_ep_wheels(sysroot.spec, cache, tmp_path / "root", io.StringIO())
+
+
+@pytest.mark.usefixtures("no_subprocess")
+@pytest.mark.parametrize(
+    ("subdir", "link", "message"),
+    [
+        (
+            "nvidia/cuda_nvcc",
+            {"cuda/bin/fatbinary": "/usr/bin/fatbinary"},
+            r"-> /usr/bin/fatbinary: no /usr/bin/fatbinary in the root",
+        ),
+        ("nvidia/cuda_nvc", {}, r"has nothing under 'nvidia/cuda_nvc'"),
+    ],
+)
+def test_a_missing_program_or_subdir_is_refused_with_its_name(
+    project: Path, tmp_path: Path, subdir: str, link: dict[str, str], message: str
+) -> None:
+    made = tmp_path / "made"
+    made.mkdir()
+    wheels = {"nvcc": _toolkit_wheel(made, "nvcc", {"nvidia/cuda_nvcc/bin/ptxas": (b"ELF", 0o755)})}
+    sysroot, cache = _sysroot_with(project, tmp_path, wheels, link, {"nvcc": subdir})
+    with pytest.raises(ToolchainError, match=message):
+        install_ep_wheels(sysroot.spec, cache, tmp_path / "root", io.StringIO())
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ('[ep_links.cuda]\n"../escape" = "x"\n', "a link must be a relative path under"),
-        ('[ep_links.cuda]\n"cuda/lib/libx.so" = "../libx.so.1"\n', "its target a name beside it"),
+        ('[ep_links.cuda]\n"../escape" = "x"\n', "'../escape': a path must be relative, under"),
+        ('[ep_links.cuda]\n"cuda/lib/libx.so" = "../libx.so.1"\n', "target is a name beside it or an absolute"),
+        ('[ep_links.cuda]\n"cuda/lib/libx.so" = "/usr/../etc/x"\n', "target is a name beside it or an absolute"),
+        ('[ep_files.rocm]\n"a" = "b"\n', r"\[ep_files.rocm\] names an EP this toolchain has no \[ep_wheels\] for"),
         ('[ep_links.rocm]\n"a" = "b"\n', r"\[ep_links.rocm\] names an EP this toolchain has no \[ep_wheels\] for"),
         (
             "[ep_pip.rocm]\nextras = {}\nlibrary_dirs = []\n",

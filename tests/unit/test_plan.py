@@ -341,7 +341,7 @@ def test_inherited_and_cross_defines_name_the_toolchain_file_that_states_them(pr
     trt = plan_of(project, load_recipe(project / "recipes" / "tensorrt-linux.toml")).define_sources
     assert trt["CMAKE_CUDA_HOST_COMPILER"] == "toolchain cuda12 [ep_cmake.cuda]"  # through extends
     assert trt["onnxruntime_TENSORRT_HOME"] == "toolchain cuda12-tensorrt [ep_cmake.tensorrt]"
-    assert trt["Protobuf_DIR"] == "toolchain debian-trixie [cmake]"
+    assert trt["CMAKE_CXX_COMPILER"] == "toolchain portable-glibc2.17 [cmake]"
     assert trt["onnxruntime_USE_CUDA"] == "ep tensorrt"  # cuda's too; the last to set it
     assert trt["CMAKE_CUDA_COMPILER_LAUNCHER"] == "compiler cache ccache (ep tensorrt)"
     assert trt["CMAKE_CUDA_ARCHITECTURES"] == "recipe [cuda]"

@@ -87,7 +87,7 @@ def test_wrapped_commands_echo_as_the_inner_command(project: Path) -> None:
 
 def test_a_key_is_checked_in_the_file_that_has_it(project: Path, tmp_path: Path) -> None:
     shutil.copytree(project / "toolchains", tmp_path / "toolchains")
-    parent = tmp_path / "toolchains" / "debian-trixie.toml"
+    parent = tmp_path / "toolchains" / "portable-glibc2.17.toml"
     parent.write_text(parent.read_text().replace("[python_tools]", "[python_tool]"))
     with pytest.raises(RecipeError, match="unknown key 'python_tool'") as err:
         load_toolchain(tmp_path, "cuda12")  # the child names the parent with the typo

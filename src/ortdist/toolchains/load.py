@@ -33,6 +33,7 @@ _MERGED_TABLES = (
     "ep_cmake",
     "ep_wheels",
     "ep_links",
+    "ep_files",
     "ep_pip",
     "python_tools",
     "compat",
@@ -46,7 +47,7 @@ _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 # What the sysroot is made from: its digest names the cached root (the Python picks the tools
 # venv's interpreter). components and ep_wheels count only where set, so older roots keep their name.
 _ROOT_KEYS = ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
-_ROOT_KEYS_IF_SET = ("components", "ep_wheels", "ep_links", "compiler")
+_ROOT_KEYS_IF_SET = ("components", "ep_wheels", "ep_links", "ep_files", "compiler")
 # Not in either digest: what runs after the build, in roots of its own, or checks its outputs
 # (see _digest_input).
 _UNDIGESTED = ("compat", "promise")
@@ -151,6 +152,12 @@ def _digests(data: dict[str, Any], files: list[Path], shims_dirs: tuple[Path, ..
     root = {key: data.get(key) for key in (*_ROOT_KEYS, *_ROOT_KEYS_IF_SET) if key in data or key in _ROOT_KEYS}
     root["cross_host_packages"] = {t: c.get("host_packages", []) for t, c in data.get("cross", {}).items()}
     return digest, sha256_text(json.dumps(root, sort_keys=True))
+
+
+def _is_relative_below(text: str) -> bool:
+    """A path that stays inside the directory it is relative to."""
+    pure = PurePosixPath(text)
+    return bool(pure.parts) and not pure.is_absolute() and ".." not in pure.parts
 
 
 def _digest_input(path: Path) -> str:
@@ -302,21 +309,39 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
             where=where(str(path) + where_all, "glibc"),
             fix="the output runs on the compiler's sysroot glibc and newer: state the same version in both",
         )
-    for ep, links in tc.ep_links.items():
-        if ep not in tc.ep_wheels:
-            raise RecipeError(
-                f"[ep_links.{ep}] names an EP this toolchain has no [ep_wheels] for",
-                where=str(path) + where_all,
-                fix=f"links are made among unpacked wheels: add [ep_wheels.{ep}.<distribution>] or drop the section",
-            )
-        for link, target in links.items():
-            parts = PurePosixPath(link).parts
-            if not parts or PurePosixPath(link).is_absolute() or ".." in parts or "/" in target or not target:
+    for table, entries in (("ep_links", tc.ep_links), ("ep_files", tc.ep_files)):
+        for ep, paths in entries.items():
+            if ep not in tc.ep_wheels:
                 raise RecipeError(
-                    f"[ep_links.{ep}] {link!r} = {target!r}: a link must be a relative path under {{wheels}} "
-                    "and its target a name beside it",
-                    where=where(str(path) + where_all, f"ep_links.{ep}"),
+                    f"[{table}.{ep}] names an EP this toolchain has no [ep_wheels] for",
+                    where=str(path) + where_all,
+                    fix=f"{table} are made among unpacked wheels: add [ep_wheels.{ep}.<distribution>] or drop "
+                    "the section",
+                )
+            bad = next((p for p in paths if not _is_relative_below(p)), None)
+            if bad is not None:
+                raise RecipeError(
+                    f"[{table}.{ep}] {bad!r}: a path must be relative, under {{wheels}}",
+                    where=where(str(path) + where_all, f"{table}.{ep}"),
                     fix='e.g. "cuda/nvidia/cu13/lib/libcudart.so" = "libcudart.so.13"',
+                )
+    for ep, links in tc.ep_links.items():
+        for link, target in links.items():
+            in_root = PurePosixPath(target).is_absolute() and ".." not in PurePosixPath(target).parts
+            if not target or ("/" in target and not in_root):
+                raise RecipeError(
+                    f"[ep_links.{ep}] {link!r} = {target!r}: a link's target is a name beside it or an "
+                    "absolute path in the root",
+                    where=where(str(path) + where_all, f"ep_links.{ep}"),
+                    fix='e.g. "libcudart.so.13", or "/usr/bin/fatbinary" for a program of an [ep_packages] package',
+                )
+    for ep, wheels in tc.ep_wheels.items():
+        for dist, wheel in wheels.items():
+            if wheel.subdir and not _is_relative_below(wheel.subdir):
+                raise RecipeError(
+                    f"[ep_wheels.{ep}.{dist}] subdir {wheel.subdir!r} must be a relative path inside the wheel",
+                    where=where(str(path) + where_all, f"ep_wheels.{ep}.{dist}.subdir"),
+                    fix='e.g. subdir = "nvidia/cuda_runtime"',
                 )
     provided = (*tc.ep_packages, *tc.ep_wheels, *tc.provides)
     for table, eps in (("ep_cmake", tc.ep_cmake), ("ep_pip", tc.ep_pip)):
@@ -342,6 +367,10 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
     path = files[-1]
     # Errors about entries a parent may have contributed name the whole chain.
     where_all = " (with " + ", ".join(str(f) for f in files[:-1]) + ")" if len(files) > 1 else ""
+    if data.get("plan_only") and "compat" not in chain[-1][1]:
+        # A parent's [compat] checks the builds ortdist runs; a plan-only child has none to check
+        # (cuda12-tensorrt over the portable cuda12). Its own [compat] is still refused below.
+        data = {key: value for key, value in data.items() if key != "compat"}
     # Each file was checked on its own; what the merged chain still lacks is required keys.
     kwargs = convert_fields(ToolchainFile, data, origin=str(path) + where_all, error=RecipeError)
     tc = construct(ToolchainFile, kwargs, origin=str(path) + where_all, error=RecipeError)
@@ -375,6 +404,7 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         components=tc.components,
         ep_wheels=tc.ep_wheels,
         ep_links=tc.ep_links,
+        ep_files=tc.ep_files,
         ep_pip=tc.ep_pip,
         extends=tc.extends,
         extra_python=MappingProxyType(_extra_pythons(files, tc.python)),

@@ -76,6 +76,9 @@ class PinnedWheel:
     # The directory under {wheels} it is unpacked into (default: its distribution name). Wheels that
     # pip installs into one prefix (CUDA 13's nvidia/cu13/) share one, so nvcc finds its toolkit.
     into: str = ""
+    # Only this directory of the wheel, unpacked as the top of its tree: CUDA 12's wheels each keep
+    # their files under nvidia/<component>/, which nvcc needs merged into one toolkit layout.
+    subdir: str = ""
 
     def directory(self, dist: str) -> str:
         return self.into or dist
@@ -155,8 +158,12 @@ class ToolchainFile:
     # (cuDNN downloads from NVIDIA at install time).
     ep_wheels: Mapping[str, Mapping[str, PinnedWheel]] = field(default_factory=_empty)
     # Per EP: symlinks made under {wheels} once the wheels are unpacked, relative path -> target
-    # (wheels cannot carry links: a toolkit's libfoo.so -> libfoo.so.N development names).
+    # (wheels cannot carry links: a toolkit's libfoo.so -> libfoo.so.N development names). A target
+    # is a name beside the link, or an absolute path in the root (a program of a Debian package).
     ep_links: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
+    # Per EP: small text files written under {wheels} after the links, relative path -> text (the
+    # nvcc.profile that makes a toolkit tree of links and wheels one CUDA layout).
+    ep_files: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     ep_pip: Mapping[str, EpPip] = field(default_factory=_empty)
     extends: str = ""
     compiler: Compiler | None = None
@@ -196,6 +203,7 @@ class ToolchainSpec:
     components: tuple[str, ...] = ("main",)
     ep_wheels: Mapping[str, Mapping[str, PinnedWheel]] = field(default_factory=_empty)
     ep_links: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
+    ep_files: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     ep_pip: Mapping[str, EpPip] = field(default_factory=_empty)
     extends: str = ""
     # CPython versions besides the root's own, for the binding only (toolchains/<name>/pythons.toml).

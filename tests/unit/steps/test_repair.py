@@ -146,7 +146,7 @@ def test_a_cross_wheel_is_held_to_its_targets_glibc(make_env: MakeEnv) -> None:
 
 
 def test_cuda_wheels_exclude_the_vendor_runtime_and_keep_their_runpath(make_env: MakeEnv) -> None:
-    env = ready(make_env("cuda-linux"), {CUDA: b"provider"})
+    env = ready(make_env("cuda-linux", python=("3.13",)), {CUDA: b"provider"})
     full = next(ep for ep in env.plan.providers if ep.name == "cuda").pip_library_dirs
     runpath = ":".join(["$ORIGIN", *(f"$ORIGIN/../../{d}" for d in full), "$ORIGIN/../../onnxruntime_gpu.libs"])
     assert runpath.startswith("$ORIGIN:$ORIGIN/../../nvidia/cuda_runtime/lib:")
@@ -162,14 +162,14 @@ def test_cuda_wheels_exclude_the_vendor_runtime_and_keep_their_runpath(make_env:
 
 
 def test_a_wheel_whose_runpath_lost_entries_is_refused(make_env: MakeEnv) -> None:
-    env = ready(make_env("cuda-linux"), {CUDA: b"provider"})
+    env = ready(make_env("cuda-linux", python=("3.13",)), {CUDA: b"provider"})
     env.runner.on("--print-rpath", stdout="$ORIGIN:$ORIGIN/../../onnxruntime_gpu.libs\n")
     with pytest.raises(PackageError, match=r"libonnxruntime_providers_cuda\.so in the repaired wheel .* lost entries"):
         repair.run(env.ctx, env.state)
 
 
 def test_a_repaired_wheel_without_the_provider_is_refused(make_env: MakeEnv) -> None:
-    env = ready(make_env("cuda-linux"))
+    env = ready(make_env("cuda-linux", python=("3.13",)))
     with pytest.raises(PackageError, match=f"the repaired wheel has no {CUDA}"):
         repair.run(env.ctx, env.state)
 

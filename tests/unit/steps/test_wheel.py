@@ -98,7 +98,7 @@ def test_a_build_without_the_package_layout_is_refused(make_env: MakeEnv) -> Non
 
 
 def test_the_cuda_provider_gets_a_runpath_into_nvidias_wheels(make_env: MakeEnv) -> None:
-    env = ready(make_env("cuda-linux"), providers=("libonnxruntime_providers_cuda.so",))
+    env = ready(make_env("cuda-linux", python=("3.13",)), providers=("libonnxruntime_providers_cuda.so",))
     out = wheel.run(env.ctx, env.state)
     patchelf, build = env.runner.commands
     assert patchelf.argv[:2] == ("patchelf", "--set-rpath")
@@ -115,7 +115,7 @@ def test_the_cuda_provider_gets_a_runpath_into_nvidias_wheels(make_env: MakeEnv)
 
 
 def test_a_missing_provider_library_is_refused_before_the_wheel_build(make_env: MakeEnv) -> None:
-    env = ready(make_env("cuda-linux"))
+    env = ready(make_env("cuda-linux", python=("3.13",)))
     with pytest.raises(PackageError, match=r"libonnxruntime_providers_cuda\.so is not in the package"):
         wheel.run(env.ctx, env.state)
     assert env.runner.commands == []

@@ -3,6 +3,7 @@ unpacked with their executable bits and [ep_links]) and the [compiler] wheel's t
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 from typing import TextIO
@@ -73,26 +74,59 @@ def install_compiler(spec: ToolchainSpec, cache: Cache, root: Path, log: TextIO)
 
 
 def install_ep_wheels(spec: ToolchainSpec, cache: Cache, root: Path, log: TextIO) -> None:
-    """Unpack each SDK wheel into <root>/opt/ortdist-wheels/<distribution, or its ``into``> with
-    its executable bits (no pip: they are file trees of headers, programs and libraries, not
-    Python packages the root would import), then make the [ep_links]."""
+    """Unpack each SDK wheel (or its ``subdir``) into <root>/opt/ortdist-wheels/<distribution, or
+    its ``into``> with its executable bits (no pip: they are file trees of headers, programs and
+    libraries, not Python packages the root would import), then make the [ep_links] and [ep_files]."""
     pins = spec.all_wheels()
     base = root / IN_ROOT_EP_WHEELS.relative_to("/")
     for dist, wheel in download_ep_wheels(spec, cache).items():
-        into = pins[dist].directory(dist)
-        print(f"ortdist: unpacking {wheel.name} into {IN_ROOT_EP_WHEELS / into}", file=log)
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(base / into)
-            for member in archive.infolist():
-                mode = member.external_attr >> 16
-                if mode & 0o111 and not member.is_dir():  # as pip does: zipfile drops the x bits
-                    (base / into / member.filename).chmod(0o755)
+        pin = pins[dist]
+        into = pin.directory(dist)
+        part = f"{wheel.name}:{pin.subdir}" if pin.subdir else wheel.name
+        print(f"ortdist: unpacking {part} into {IN_ROOT_EP_WHEELS / into}", file=log)
+        _unpack_wheel(wheel, pin.subdir, base / into, f"toolchains/{spec.name}.toml [ep_wheels] {dist}")
     for ep, links in sorted(spec.ep_links.items()):
         for relative, target in sorted(links.items()):
             link = base / relative
-            if not (link.parent / target).exists():
+            # An absolute target is a path in the root (a program an [ep_packages] package installed).
+            there = root / target.lstrip("/") if target.startswith("/") else link.parent / target
+            if not os.path.lexists(there):
                 raise ToolchainError(
-                    f"[ep_links.{ep}] {relative} -> {target}: no {target} beside it in the unpacked wheels",
-                    fix=f"correct [ep_links.{ep}] in toolchains/{spec.name}.toml (or the wheel pins)",
+                    f"[ep_links.{ep}] {relative} -> {target}: no {target} "
+                    + ("in the root" if target.startswith("/") else "beside it in the unpacked wheels"),
+                    fix=f"correct [ep_links.{ep}] in toolchains/{spec.name}.toml (or the wheel pins, or [ep_packages])",
                 )
+            link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to(target)
+    for files in spec.ep_files.values():
+        for relative, text in sorted(files.items()):
+            (base / relative).parent.mkdir(parents=True, exist_ok=True)
+            (base / relative).write_text(text)
+
+
+def _unpack_wheel(wheel: Path, subdir: str, dest: Path, what: str) -> None:
+    """The wheel's files (those under ``subdir``, re-rooted at ``dest``) with pip's executable bits.
+    Wheels merged into one tree may hold the same file only with the same bytes (their empty
+    ``__init__.py``s): a clash of different files would leave whichever came last."""
+    prefix = subdir.rstrip("/") + "/" if subdir else ""
+    with zipfile.ZipFile(wheel) as archive:
+        members = [m for m in archive.infolist() if m.filename.startswith(prefix) and m.filename != prefix]
+        if not members:
+            raise ToolchainError(f"{wheel.name} has nothing under {subdir!r}", fix=f"correct the subdir in {what}")
+        for member in members:
+            out = dest / member.filename[len(prefix) :]
+            if member.is_dir():
+                out.mkdir(parents=True, exist_ok=True)
+                continue
+            data = archive.read(member)
+            if out.exists() and out.read_bytes() != data:
+                raise ToolchainError(
+                    f"{wheel.name}: {member.filename} would overwrite a different {out.relative_to(dest)} "
+                    "of another wheel in the same tree",
+                    fix=f"unpack one of them elsewhere (into / subdir in {what})",
+                )
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+            mode = member.external_attr >> 16
+            if mode & 0o111:  # as pip does: the zip's x bits (zipfile alone drops them)
+                out.chmod(0o755)
