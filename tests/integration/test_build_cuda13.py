@@ -1,8 +1,5 @@
-"""recipes/cuda13-linux.toml end to end, from the cached build tree: five onnxruntime-gpu wheels
-(cp310-cp314) that need nothing newer than glibc 2.17, carry no CUDA library, depend on NVIDIA's
-cu13 wheels through the [cuda,cudnn] extras, and find them once pip installs them from an index.
-The GPU itself is proven on a lent machine by `ortdist device-proof` (README); here the CUDA cases
-must be reported "skipped: no GPU" (never passed) while the CPU cases pass.
+"""recipes/cuda13-linux.toml end to end, from the cached build tree: the tests both CUDA recipes
+share (tests/integration/cuda_wheels.py) on CUDA 13 and NVIDIA's cu13 wheels.
 
 The build is a full ORT and CUDA-kernel compile (about an hour on two cores), so this module runs
 once the recipe's build tree is in the cache (`nox -s build-cuda13-linux` once, or
@@ -11,248 +8,31 @@ ORTDIST_TEST_RECIPES=cuda13-linux to build it here).
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-import zipfile
-from collections.abc import Iterator
-from email.parser import Parser
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from ortdist.paths import Cache
-from ortdist.smoke.models import BUILDERS
-from ortdist.smoke.run_suite import smoke_wheel
-from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
-from ortdist.wheel.names import required_glibc
-
-from . import build_recipe
-
-PROJECT = Path(__file__).resolve().parents[2]
-RECIPE = "cuda13-linux"
-CUDA = "CUDAExecutionProvider"
-PROVIDER_LIBRARY = "libonnxruntime_providers_cuda.so"
-PYTHONS = ("310", "311", "312", "313", "314")
-# What the CUDA provider may need besides glibc: CUDA 13's and cuDNN 9's sonames (from NVIDIA's
-# wheels or the system) and ORT's own bridge beside it.
-CUDA_SONAMES = {
-    "libcudart.so.13",
-    "libcublas.so.13",
-    "libcublasLt.so.13",
-    "libcufft.so.12",
-    "libcurand.so.10",
-    "libcudnn.so.9",
-    "libonnxruntime_providers_shared.so",
-}
-GLIBC_LIBRARIES = {"libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0", "ld-linux-x86-64.so.2"}
-# libgcc's unwinder, shared so that one copy unwinds across the libraries (toolchains/cuda13.toml).
-SYSTEM_LIBRARIES = {*GLIBC_LIBRARIES, "libgcc_s.so.1"}
+from .cuda_wheels import (  # noqa: F401 (the shared tests and fixtures, collected here)
+    CUDA13,
+    CudaLine,
+    built,
+    local_index,
+    test_a_wheel_without_its_cuda_runtime_fails_even_without_a_gpu,
+    test_asking_for_cuda_without_a_driver_falls_back_instead_of_aborting,
+    test_every_elf_of_every_artifact_keeps_the_toolchains_promise,
+    test_five_portable_wheels_with_nothing_from_cuda_grafted,
+    test_smoke_skips_cuda_for_want_of_a_gpu_and_passes_the_cpu,
+    test_the_extras_install_from_an_index_and_the_provider_finds_them,
+    toolchain,
+)
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.recipe_tree(RECIPE),
+    pytest.mark.recipe_tree(CUDA13.recipe),
     pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
 ]
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    dist = tmp_path_factory.mktemp("dist")
-    return build_recipe(RECIPE, dist)
-
-
-def wheels_of(built: tuple[Path, dict[str, Any]]) -> dict[str, Path]:
-    out, manifest = built
-    paths = [out / str(a["path"]) for a in manifest["artifacts"] if a["kind"] == "wheel"]
-    return {re.search(r"-cp(\d+)-", p.name).group(1): p for p in paths}  # type: ignore[union-attr]
-
-
-def elf_facts(path: Path) -> tuple[set[str], set[str]]:
-    """(DT_NEEDED, the GLIBC_x.y versions its imported symbols ask for), as readelf prints them."""
-    dynamic = subprocess.run(["readelf", "-dW", str(path)], text=True, capture_output=True, check=True).stdout
-    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic))
-    versions = subprocess.run(["readelf", "-VW", str(path)], text=True, capture_output=True, check=True).stdout
-    return needed, set(re.findall(r"Name: (GLIBC_[0-9.]+)", versions))
-
-
-def test_five_portable_wheels_with_nothing_from_cuda_grafted(
-    built: tuple[Path, dict[str, Any]], tmp_path: Path
-) -> None:
-    wheels = wheels_of(built)
-    assert sorted(wheels) == sorted(PYTHONS)
-    for wheel in wheels.values():
-        assert wheel.name.startswith("onnxruntime_gpu-1.21.0-") and "manylinux_2_17_x86_64" in wheel.name
-        assert required_glibc(wheel.name) == (2, 17)
-        with zipfile.ZipFile(wheel) as zf:
-            names = zf.namelist()
-            (meta_name,) = [n for n in names if n.endswith(".dist-info/METADATA")]
-            meta = Parser().parsestr(zf.read(meta_name).decode())
-        assert f"onnxruntime/capi/{PROVIDER_LIBRARY}" in names
-        assert not [n for n in names if ".libs/" in n], "nothing may be grafted"
-        requires = meta.get_all("Requires-Dist") or []
-        assert 'nvidia-cublas<14,>=13.0; extra == "cuda"' in requires, requires
-        assert 'nvidia-cudnn-cu13<10,>=9.14; extra == "cudnn"' in requires, requires
-        assert not any("cu12" in r for r in requires), requires
-    # The ELFs themselves keep the tag's promise, read from the files rather than the wheel's name.
-    with zipfile.ZipFile(wheels["312"]) as zf:
-        zf.extractall(tmp_path)
-    libraries = sorted(p for p in tmp_path.rglob("*.so*") if p.is_file())
-    assert {p.name for p in libraries} >= {PROVIDER_LIBRARY, "libonnxruntime_providers_shared.so"}
-    for library in libraries:
-        needed, glibc = elf_facts(library)
-        newest = max((tuple(int(x) for x in v[6:].split(".")) for v in glibc), default=(0,))
-        assert newest <= (2, 17), (library.name, sorted(glibc))
-        allowed = SYSTEM_LIBRARIES | (
-            CUDA_SONAMES if library.name == PROVIDER_LIBRARY else {"libonnxruntime_providers_shared.so"}
-        )
-        assert needed <= allowed | {"libonnxruntime.so.1"}, (library.name, sorted(needed - allowed))
-    needed, _ = elf_facts(tmp_path / "onnxruntime" / "capi" / PROVIDER_LIBRARY)
-    assert {"libcudart.so.13", "libcublas.so.13", "libcudnn.so.9"} <= needed
-
-
-def test_every_elf_of_every_artifact_keeps_the_toolchains_promise(built: tuple[Path, dict[str, Any]]) -> None:
-    """The repair and install steps' ELF check, rerun on what was shipped: glibc 2.17, libgcc_s and
-    the CUDA runtime only (read from the files; the test above reads the same with readelf)."""
-    from ortdist.checks import elf
-    from ortdist.project import plan_for
-
-    out, manifest = built
-    plan, _ = plan_for(RECIPE, PROJECT)
-    policy = elf.policy("2.17", plan.toolchain.system_libraries, plan.repair_excludes)
-    assert plan.toolchain.system_libraries == ("libgcc_s.so.1",)
-    for art in manifest["artifacts"]:
-        path = out / str(art["path"])
-        if art["kind"] not in ("wheel", "c-library"):
-            continue
-        members = elf.artifact_libraries(path)
-        assert sum(1 for _, data in members if elf.is_elf(data)) >= 3, art["path"]
-        assert elf.violations(members, policy) == [], art["path"]
-        # Without the EP's runtime allowed, the provider's CUDA needs are what is left.
-        left = elf.violations(members, elf.policy("2.17", plan.toolchain.system_libraries))
-        assert left and all(PROVIDER_LIBRARY in line and "needs libcu" in line for line in left), left
-
-
-@pytest.fixture(scope="module")
-def toolchain() -> Toolchain:
-    return make_toolchain(load_toolchain(PROJECT, "cuda13"))
-
-
-def test_smoke_skips_cuda_for_want_of_a_gpu_and_passes_the_cpu(
-    built: tuple[Path, dict[str, Any]], toolchain: Toolchain, tmp_path: Path
-) -> None:
-    """The suite installs the cp313 wheel with its [cuda,cudnn] extras (NVIDIA's cu13 wheels): the
-    provider library loads against them, and only the GPU is missing."""
-    wheel = wheels_of(built)["313"]
-    report, verdicts = smoke_wheel(wheel, tmp_path, Cache.default(), toolchain, with_node_tests=False)
-    assert report["claimed"] == ["CPUExecutionProvider", CUDA]
-    assert report["devices"][CUDA]["status"] == "absent", report["devices"]
-    cpu = [v for v in verdicts if v.provider == "CPUExecutionProvider"]
-    assert cpu and all(v.passed and not v.skipped and v.share == 1.0 for v in cpu)
-    cuda = {v.name: v for v in verdicts if v.provider == CUDA}
-    assert set(cuda) == set(BUILDERS)
-    assert all(v.skipped and v.message.startswith("skipped: no GPU") for v in cuda.values())
-
-
-@pytest.fixture
-def local_index(tmp_path: Path, built: tuple[Path, dict[str, Any]]) -> Iterator[str]:
-    """pypiserver on 127.0.0.1 with no fallback, holding the wheel for the Python running the tests,
-    its requirements and NVIDIA's cu13 wheels, as a private index mirrors them."""
-    packages = tmp_path / "packages"
-    packages.mkdir()
-    shutil.copy(wheels_of(built)[f"{sys.version_info.major}{sys.version_info.minor}"], packages)
-    wheel = next(packages.iterdir())
-    download = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(packages)]
-    subprocess.run([*download, f"{wheel}[cuda,cudnn]"], check=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    argv = [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", str(port), "--disable-fallback"]
-    server = subprocess.Popen([*argv, str(packages)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/simple/"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url, timeout=2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
-def install_from_index(index: str, venv: Path) -> Path:
-    """A fresh venv with `onnxruntime-gpu[cuda,cudnn]` from ``index`` alone: no extra index,
-    find-links or constraints of this machine's pip configuration."""
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    alone = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir", "--index-url", index]
-    subprocess.run([*pip, "onnxruntime-gpu[cuda,cudnn]==1.21.0"], env=alone, check=True)
-    return venv
-
-
-def test_the_extras_install_from_an_index_and_the_provider_finds_them(local_index: str, tmp_path: Path) -> None:
-    """`pip install onnxruntime-gpu[cuda,cudnn]` from the index alone: every CUDA/cuDNN library the
-    provider needs resolves into the venv's nvidia/ tree through its RUNPATH, nothing on
-    LD_LIBRARY_PATH, and CUDA is listed."""
-    venv = install_from_index(local_index, tmp_path / "venv")
-    probe = """
-import ctypes, json, pathlib, onnxruntime as ort
-capi = pathlib.Path(ort.__file__).parent / "capi"
-ctypes.CDLL(str(capi / "libonnxruntime_providers_cuda.so"))
-maps = pathlib.Path("/proc/self/maps").read_text().split()
-loaded = sorted({p for p in maps if "/nvidia/" in p and ".so" in p})
-print(json.dumps({"providers": ort.get_available_providers(), "loaded": loaded}))
-"""
-    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", probe], text=True, capture_output=True, env=env, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    facts = json.loads(done.stdout.strip().splitlines()[-1])
-    assert CUDA in facts["providers"]
-    names = {Path(p).name for p in facts["loaded"]}
-    assert {"libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9"} <= names, names
-    assert all(str(venv) in p for p in facts["loaded"]), facts["loaded"]
-
-
-CUDA_SESSION = """
-import ctypes, json, sys, onnxruntime as ort
-count = ctypes.c_int(0)
-ctypes.CDLL("libcudart.so.13").cudaGetDeviceCount(ctypes.byref(count))
-session = ort.InferenceSession(sys.argv[1], providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
-print(json.dumps({"devices": count.value, "providers": session.get_providers()}))
-"""
-
-
-def test_asking_for_cuda_without_a_driver_falls_back_instead_of_aborting(local_index: str, tmp_path: Path) -> None:
-    """The CUDA EP that cannot start (no driver here: cudaSetDevice says 35) throws into the binding,
-    and ORT falls back to the CPU EP. With each library's own static unwinder this aborted the
-    process (SIGABRT in the binding's _Unwind_SetGR); one shared libgcc_s unwinds across them."""
-    venv = install_from_index(local_index, tmp_path / "venv")
-    from onnx import TensorProto, helper, save
-
-    x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in "xy")
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu", [x], [y])
-    save(
-        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(tmp_path / "relu.onnx")
-    )
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", CUDA_SESSION, str(tmp_path / "relu.onnx")],
-        text=True,
-        capture_output=True,
-        check=False,
-    )
-    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
-    facts = json.loads(done.stdout.strip().splitlines()[-1])
-    expected = ["CUDAExecutionProvider", "CPUExecutionProvider"] if facts["devices"] else ["CPUExecutionProvider"]
-    assert facts["providers"] == expected, facts
+def line() -> CudaLine:
+    return CUDA13
