@@ -14,12 +14,11 @@ import pytest
 
 from ortdist import binding
 from ortdist.errors import BuildError, PackageError, RecipeError
-from ortdist.inroot import python_layout
+from ortdist.inroot import overlay_venv_commands, python_layout
 from ortdist.paths import Cache
 from ortdist.plan import make_plan
 from ortdist.project import load_patches, plan_for
 from ortdist.recipe import Recipe
-from ortdist.smoke.env import overlay_venv_commands
 from ortdist.toolchains import load_toolchain
 from ortdist.toolchains.debian import DebianSysroot
 from ortdist.wheel.record import retag

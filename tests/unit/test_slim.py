@@ -327,7 +327,7 @@ def test_sync_tree_rewrites_only_what_changed(tmp_path: Path) -> None:
 
 
 def test_emulated_venv_commands_start_every_process_through_the_emulator() -> None:
-    from ortdist.smoke.env import venv_commands
+    from ortdist.inroot import venv_commands
 
     native = venv_commands("python3.13", "/v")
     assert native.create == "python3.13 -m venv /v" and native.python == "/v/bin/python"

@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
@@ -398,3 +399,58 @@ def test_the_compiler_wheel_is_downloaded_hash_pinned(
     assert argv[argv.index("--python-version") + 1] == "3.13"  # the root's own CPython
     assert not Path(argv[argv.index("-r") + 1]).exists()  # the mismatching download went with its directory
     assert not (tmp_path / "root").exists()
+
+
+# --- one root description: every kind of root goes through make_root --------------------------------
+@pytest.mark.usefixtures("no_subprocess")
+def test_a_root_recipe_is_made_once_stamped_and_then_reused(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ortdist.toolchains.debian import RootRecipe
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    tc = DebianSysroot(load_toolchain(project, "debian-trixie"))
+    final = tmp_path / "sysroots" / "kind-0123"
+    calls: list[Path] = []
+
+    def make(tmp: Path) -> dict[str, object]:
+        calls.append(tmp)
+        assert tmp != final and not final.exists()  # filled beside, renamed into place once whole
+        (tmp / "usr").mkdir()
+        (tmp / "usr" / "file").write_text("content")
+        return {"installed": {"pkg": "1.0"}, "arch": "arm64"}
+
+    recipe = RootRecipe(final, "creating kind", make)
+    assert tc.make_root(recipe) == final
+    assert json.loads((final / STAMP).read_text()) == {
+        "toolchain": "debian-trixie",
+        "installed": {"pkg": "1.0"},
+        "arch": "arm64",
+    }
+    assert tc.installed_packages(final) == {"pkg": "1.0"}
+    # Reused: by this process, and by a new one that checks the recorded content...
+    assert tc.make_root(recipe) == final and DebianSysroot(tc.spec).make_root(recipe) == final
+    assert len(calls) == 1
+    # ...but a root whose content changed is made again.
+    (final / "usr" / "file").write_text("changed")
+    assert DebianSysroot(tc.spec).make_root(recipe) == final
+    assert len(calls) == 2 and (final / "usr" / "file").read_text() == "content"
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_a_root_whose_making_fails_leaves_nothing(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ortdist.toolchains.debian import RootRecipe
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    tc = DebianSysroot(load_toolchain(project, "debian-trixie"))
+    final = tmp_path / "sysroots" / "kind-0123"
+
+    def make(tmp: Path) -> dict[str, object]:
+        (tmp / "half").write_text("made")
+        raise ToolchainError("apt-get install failed", fix="see the log")
+
+    with pytest.raises(ToolchainError, match="apt-get install failed"):
+        tc.make_root(RootRecipe(final, "", make))
+    assert not final.exists() and list(final.parent.iterdir()) == []

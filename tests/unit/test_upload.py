@@ -14,6 +14,7 @@ import pytest
 
 from ortdist import run, upload
 from ortdist.errors import PublishError
+from ortdist.inroot import Venv, VenvCommands
 from ortdist.smoke import env
 from ortdist.smoke.wheelinfo import WheelInfo
 from ortdist.upload import IndexFile, ReleaseWheel
@@ -223,9 +224,9 @@ INFO = WheelInfo(Path("/w") / CP313, "3.13", (2, 17), ("numpy>=1.21.6", 'sympy; 
 
 
 def test_from_an_index_the_requirements_come_from_the_wheelhouse_and_the_project_from_the_index() -> None:
-    script = env.install_script(
-        "pip", "/house", "/w/" + CP313, INFO, env.IndexInstall("http://i/simple/", "onnxruntime==1.21.0"), "/s"
-    )
+    venv = Venv(VenvCommands("python -m venv /v", "pip", "/v/bin/python"), "/house")
+    source = env.IndexInstall("http://i/simple/", "onnxruntime==1.21.0")
+    script = env.install_script(venv, "/w/" + CP313, INFO, source, "/s")
     offline, from_index = script.split(" && ")
     assert shlex.split(offline) == [
         "pip", "install", "--quiet", "--no-compile", "--no-index", "--find-links", "/house",
@@ -236,7 +237,7 @@ def test_from_an_index_the_requirements_come_from_the_wheelhouse_and_the_project
         "--report", "/s/install-report.json", "onnxruntime==1.21.0",
     ]  # fmt: skip
     assert CP313 not in script
-    file_script = env.install_script("pip", "/house", "/w/" + CP313, INFO, None, "/s")
+    file_script = env.install_script(venv, "/w/" + CP313, INFO, None, "/s")
     assert shlex.split(file_script)[-1] == "/w/" + CP313
 
 

@@ -15,6 +15,7 @@ from typing import TextIO
 from .. import run, wheelhouse
 from ..errors import ModelError, OrtdistError
 from ..fsutil import atomic_copy, remove_tree
+from ..inroot import Venv, venv_commands
 from ..log import log
 from ..paths import IN_ROOT, IN_ROOT_WHEELHOUSE, Cache, project_root
 from ..recipe.model import REFERENCE_PREFIX
@@ -95,11 +96,10 @@ def convert_to_ort_format(
         Bind(dest, IN_ROOT_MODELS / "ort"),
         Bind(work, IN_ROOT_MODELS / "convert"),
     ]
+    venv = Venv(venv_commands(f"python{CONVERTER_PYTHON}", f"{IN_ROOT_MODELS}/convert/venv"), str(IN_ROOT_WHEELHOUSE))
     script = (
-        f"python{CONVERTER_PYTHON} -m venv {IN_ROOT_MODELS}/convert/venv && "
-        f"{IN_ROOT_MODELS}/convert/venv/bin/pip install --quiet --no-index --find-links {IN_ROOT_WHEELHOUSE} "
-        f"onnxruntime=={ort_version} && "
-        f"{' '.join(FIXED_ADDRESSES)} {IN_ROOT_MODELS}/convert/venv/bin/python {IN_ROOT_MODELS}/convert/convert.py "
+        f"{venv.create_and_install(f'onnxruntime=={ort_version}')} && "
+        f"{' '.join(FIXED_ADDRESSES)} {venv.commands.python} {IN_ROOT_MODELS}/convert/convert.py "
         f"{level} {target_arch} " + " ".join(pairs) + f" > {IN_ROOT_MODELS}/convert/result.json"
     )
     code = run.stream(toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds), on_line=lambda _l: None, log=log)

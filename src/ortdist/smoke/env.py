@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from .. import run, wheelhouse
 from ..errors import CheckError
 from ..fsutil import remove_tree
-from ..inroot import in_root_python, python_layout
+from ..inroot import Venv, in_root_python, overlay_venv_commands, python_layout, venv_commands
 from ..paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE, Cache
 from ..toolchains import Bind, Toolchain
 from .wheelinfo import WheelInfo
@@ -108,61 +108,25 @@ def choose(
 HOST_ARCH = os.uname().machine
 
 
-@dataclass(frozen=True)
-class VenvCommands:
-    """Shell fragments that create a venv, pip-install into it and run its Python."""
-
-    create: str
-    pip: str
-    python: str
-
-
-def venv_commands(python: str, venv: str, emulator: str = "", target: str = "") -> VenvCommands:
-    """Native: the usual. Emulated (another CPU, no binfmt handler): every process of the target's
-    Python must be started through the emulator, so the venv is made without pip (ensurepip would
-    exec the new interpreter directly) and pip runs from the target's own pip wheel."""
-    if not emulator:
-        return VenvCommands(f"{python} -m venv {venv}", f"{venv}/bin/python -m pip", f"{venv}/bin/python")
-    run = f"{emulator} -L {target}"
-    pip_wheel = f"$(ls {target}/usr/share/python-wheels/pip-*.whl | head -n1)/pip"
-    return VenvCommands(
-        f"{run} {target}/usr/bin/{python} -m venv --without-pip {venv}",
-        f"{run} {venv}/bin/python {pip_wheel}",
-        f"{run} {venv}/bin/python",
-    )
-
-
-def overlay_venv_commands(python: str, venv: str) -> VenvCommands:
-    """A CPython unpacked from another Debian suite: its venv is made without pip (Debian's
-    ensurepip looks for wheels of that suite) and pip runs from the root's own pip wheel, which
-    supports every CPython ortdist builds for."""
-    pip_wheel = "$(ls /usr/share/python-wheels/pip-*.whl | head -n1)/pip"
-    return VenvCommands(
-        f"{python} -m venv --without-pip {venv}",
-        f"{venv}/bin/python {pip_wheel}",
-        f"{venv}/bin/python",
-    )
-
-
 MAX_CRASHES = 25  # beyond this the wheel is broken, not a kernel or two
 # What a case result carries over from its plan; the same tuple as in runner.py, which runs
 # standalone in the wheel's environment and cannot be imported from here.
 CASE_KEYS = ("suite", "name", "provider", "must_take", "expect_error", "refused_ops")
 
 
-def install_script(pip: str, house: str, wheel: str, info: WheelInfo, source: IndexInstall | None, here: str) -> str:
+def install_script(venv: Venv, wheel: str, info: WheelInfo, source: IndexInstall | None, here: str) -> str:
     """The wheel file with its requirements from the wheelhouse; or, from an index, the
     requirements first (wheelhouse only), then the project alone by name, from the index only,
     uncached, with pip's report of the file it installed."""
-    offline = f"{pip} install --quiet --no-compile --no-index --find-links {house}"
     if source is None:
-        return f"{offline} {shlex.quote(wheel)}"
-    requirements = " ".join(shlex.quote(r) for r in info.all_requirements)
+        return venv.install(wheel)
     from_index = (
-        f"{pip} install --quiet --no-compile --no-cache-dir --no-deps --index-url {shlex.quote(source.index_url)} "
+        f"{venv.commands.pip} install --quiet --no-compile --no-cache-dir --no-deps "
+        f"--index-url {shlex.quote(source.index_url)} "
         f"--report {here}/{INSTALL_REPORT} {shlex.quote(source.requirement)}"
     )
-    return f"{offline} {requirements} && {from_index}" if requirements else from_index
+    requirements = info.all_requirements
+    return f"{venv.install(*requirements)} && {from_index}" if requirements else from_index
 
 
 def installed_file(report: dict[str, Any], project: str) -> tuple[str, str | None]:
@@ -243,12 +207,12 @@ def run_in_env(
         venv_cmds = overlay_venv_commands(python_layout(info.python)["executable"], f"{here}/venv")
     else:
         venv_cmds = venv_commands(choice.python, f"{here}/venv", emulator, str(IN_ROOT_TARGET))
-    wheel_file = f"{wheel_dir}/{info.install_spec}"
-    install = install_script(venv_cmds.pip, str(house_seen), wheel_file, info, source, str(here))
+    fresh = Venv(venv_cmds, str(house_seen))
+    install = install_script(fresh, f"{wheel_dir}/{info.install_spec}", info, source, str(here))
     code = shell(f"{venv_cmds.create} && {install}")
     if code != 0:
         return code
-    return run_until_settled(lambda: shell(f"cd {here} && {venv_cmds.python} {script}"), workdir)
+    return run_until_settled(lambda: shell(fresh.run(script, str(here))), workdir)
 
 
 def run_until_settled(start: Callable[[], int], workdir: Path) -> int:

@@ -13,10 +13,9 @@ from ... import wheelhouse
 from ...checks.clean_root import libraries_to_load, verify_check_result, write_check_case
 from ...errors import CheckError
 from ...fsutil import remove_tree
-from ...inroot import in_root_python, python_layout
+from ...inroot import Venv, in_root_python, overlay_venv_commands, python_layout, venv_commands
 from ...log import log
 from ...paths import IN_ROOT, IN_ROOT_TARGET, IN_ROOT_WHEELHOUSE
-from ...smoke.env import overlay_venv_commands, venv_commands
 from ...toolchains import Bind
 from ..context import BuildContext
 from ..runner import Command
@@ -76,15 +75,11 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
             # The root's own CPython: pip runs from its pip wheel too, rather than ensurepip
             # installing a copy into a venv that lives for one check (3 s a wheel).
             cmds = overlay_venv_commands(f"python{python}", "/ortdist/venv")
-        # --no-compile: byte-compiling numpy and sympy is two thirds of the install (7 of 9 s a
-        # wheel) and proves nothing the import does not.
-        script = (
-            f"{cmds.create} && "
-            f"{cmds.pip} install --quiet --no-compile --no-index --find-links {IN_ROOT_WHEELHOUSE} "
-            f"/ortdist/wheel/{wheel.name} && "
-            f"cd /ortdist/check && {cmds.python} probe.py {model_file} data.npz result.json {tolerance}"
-            + (f" {','.join(libraries)}" if libraries else "")
+        fresh = Venv(cmds, str(IN_ROOT_WHEELHOUSE))
+        probe = f"probe.py {model_file} data.npz result.json {tolerance}" + (
+            f" {','.join(libraries)}" if libraries else ""
         )
+        script = f"{fresh.create_and_install(f'/ortdist/wheel/{wheel.name}')} && {fresh.run(probe, '/ortdist/check')}"
         # The probe explains failures in result.json; its exit code only confirms them.
         code = ctx.runner.stream(
             Command(("/bin/sh", "-c", script), check_root, tuple(binds)), on_line=log.output, log=out

@@ -25,7 +25,6 @@ verifying each root's content included).
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import socket
 import time
@@ -53,6 +52,7 @@ from ...checks.compat import (
 )
 from ...errors import CheckError, OrtdistError
 from ...fsutil import remove_tree
+from ...inroot import Venv, venv_commands
 from ...log import log as status
 from ...paths import IN_ROOT_WHEELHOUSE
 from ...recipe.model import REFERENCE_PREFIX
@@ -234,13 +234,8 @@ def check_wheel(ctx: BuildContext, check: Check, wheel: Path) -> dict[str, Any]:
     interpreter = f"/usr/bin/python{python}"
     facts = check.facts({"python": f"{interpreter} --version", "glibc": "getconf GNU_LIBC_VERSION"}, WHEEL_ENV)
     try:
-        code, lines = check.sh(
-            f"{interpreter} -m venv {IN_ROOT_COMPAT_VENV} && "
-            f"{IN_ROOT_COMPAT_VENV}/bin/python -m pip install --quiet --no-compile --no-index "
-            f"--find-links {IN_ROOT_WHEELHOUSE} "
-            f"{shlex.quote(f'{IN_ROOT_COMPAT_WHEEL}/{info.install_spec}')}",
-            WHEEL_ENV,
-        )
+        fresh = Venv(venv_commands(interpreter, str(IN_ROOT_COMPAT_VENV)), str(IN_ROOT_WHEELHOUSE))
+        code, lines = check.sh(fresh.create_and_install(f"{IN_ROOT_COMPAT_WHEEL}/{info.install_spec}"), WHEEL_ENV)
         if code != 0:
             raise check.failure(
                 f"{facts['python']} could not install {wheel.name} offline",
@@ -249,7 +244,7 @@ def check_wheel(ctx: BuildContext, check: Check, wheel: Path) -> dict[str, Any]:
                 f"{glibc_version(facts['glibc'])}), "
                 f"or a requirement missing from {house}",
             )
-        runner = f"cd {IN_ROOT_COMPAT} && {IN_ROOT_COMPAT_VENV}/bin/python runner.py plan.json result.json"
+        runner = fresh.run("runner.py plan.json result.json", str(IN_ROOT_COMPAT))
 
         def start() -> int:
             nonlocal lines

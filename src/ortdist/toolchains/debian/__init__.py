@@ -7,6 +7,6 @@ outside toolchains/ imports this package: callers use the Toolchain protocol.
 
 from __future__ import annotations
 
-from .sysroot import STAMP, DebianSysroot
+from .sysroot import STAMP, DebianSysroot, RootRecipe
 
-__all__ = ["STAMP", "DebianSysroot"]
+__all__ = ["STAMP", "DebianSysroot", "RootRecipe"]

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import zipfile
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -45,6 +46,21 @@ BASE_ENV = {
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
 }
+
+
+@dataclass(frozen=True)
+class RootRecipe:
+    """What a root is made of, for every kind (build, clean, compat, cross target, CPython overlay):
+    where it lives, what the log says when it is made, and ``make``, which fills an empty directory
+    and returns what the root's stamp records besides the toolchain. ``DebianSysroot.make_root``
+    is the one path that reuses, makes, stamps and records a root.
+
+    A new kind of root is a method that builds one of these and hands it to ``make_root``, plus its
+    name in names.py (which ``root_names`` lists for CI's caches)."""
+
+    final: Path
+    announce: str
+    make: Callable[[Path], Mapping[str, object]]
 
 
 class DebianSysroot:
@@ -188,22 +204,14 @@ class DebianSysroot:
         )
         run.call(self.wrap(tmp, ["apt-get", "clean"]), log=log, error=ToolchainError, what="apt-get clean")
 
-    def _stamp(self, tmp: Path, packages: Sequence[str], origin: Origin) -> None:
+    def _installed(self, tmp: Path) -> dict[str, str]:
+        """Package -> version, as dpkg in the new root records them."""
         versions = run.capture(
             self.wrap(tmp, ["dpkg-query", "-W", "-f", "${Package}\t${Version}\n"]),
             error=ToolchainError,
             what="dpkg-query",
         ).stdout
-        installed = dict(line.split("\t", 1) for line in versions.splitlines() if "\t" in line)
-        info = {
-            "toolchain": self.spec.name,
-            "suite": origin.suite,
-            "digest": origin.digest,
-            "requested": list(packages),
-            "installed": installed,
-            **({"compat": origin.compat} if origin.compat else {}),
-        }
-        (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        return dict(line.split("\t", 1) for line in versions.splitlines() if "\t" in line)
 
     @property
     def _own_origin(self) -> Origin:
@@ -211,32 +219,46 @@ class DebianSysroot:
         spec = self.spec
         return Origin(spec.suite, spec.mirror, spec.components, spec.root_digest)
 
-    def _ensure_root(
+    def make_root(self, recipe: RootRecipe) -> Path:
+        """Every kind of root, made once: reused when its stamp and content check out, else filled
+        in a temp sibling by ``recipe.make``, stamped with what that returned and renamed into place."""
+        require_root()  # an existing root too: every command in it needs unshare and chroot
+        if self.reuse_root(recipe.final):
+            return recipe.final
+        if recipe.announce:
+            status.info(recipe.announce)
+        with temp_sibling_dir(recipe.final) as tmp:
+            facts = {"toolchain": self.spec.name, **recipe.make(tmp)}
+            (tmp / STAMP).write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            self._finish_root(tmp, recipe.final)
+        return recipe.final
+
+    def _debootstrapped(
         self,
         final: Path,
         packages: Sequence[str],
         log: TextIO,
         finish: Callable[[Path], None] | None = None,
         origin: Origin | None = None,
-    ) -> Path:
-        """Create the root once: bootstrap ``origin``'s suite (default: the toolchain's) in a temp
-        sibling, stamp it, rename it into place."""
-        require_root()  # an existing root too: every command in it needs unshare and chroot
-        if self.reuse_root(final):
-            return final
+    ) -> RootRecipe:
+        """A root bootstrapped from ``origin``'s suite (default: the toolchain's) with ``packages``
+        installed by its own apt, then ``finish``ed: the build, clean and compat roots."""
         origin = origin or self._own_origin
-        require_host_tools("debootstrap", "unshare", "chroot")
-        status.info(
-            f"creating root {final.name} (debootstrap {origin.suite}, {len(packages)} packages; "
-            "once per content digest)"
-        )
-        with temp_sibling_dir(final) as tmp:
+
+        def make(tmp: Path) -> dict[str, object]:
+            require_host_tools("debootstrap", "unshare", "chroot")
             self._bootstrap(tmp, packages, log, origin)
             if finish is not None:
                 finish(tmp)
-            self._stamp(tmp, packages, origin)
-            self._finish_root(tmp, final)
-        return final
+            facts: dict[str, object] = {"suite": origin.suite, "digest": origin.digest, "requested": list(packages)}
+            if origin.compat:
+                facts["compat"] = origin.compat
+            facts["installed"] = self._installed(tmp)
+            return facts
+
+        count = f"{len(packages)} packages"
+        announce = f"creating root {final.name} (debootstrap {origin.suite}, {count}; once per content digest)"
+        return RootRecipe(final, announce, make)
 
     def ensure_build_root(self, cache: Cache, log: TextIO) -> Path:
         python = self.spec.python[0]
@@ -264,10 +286,10 @@ class DebianSysroot:
             install_ep_wheels(self.spec, cache, tmp, log)
             install_compiler(self.spec, cache, tmp, log)
 
-        return self._ensure_root(self.build_root_path(cache), self.spec.all_packages(), log, finish)
+        return self.make_root(self._debootstrapped(self.build_root_path(cache), self.spec.all_packages(), log, finish))
 
     def ensure_clean_root(self, cache: Cache, log: TextIO) -> Path:
-        return self._ensure_root(self.clean_root_path(cache), self.spec.clean_root_packages, log)
+        return self.make_root(self._debootstrapped(self.clean_root_path(cache), self.spec.clean_root_packages, log))
 
     # --- older systems (the compat step) ----------------------------------------------------------
     def _compat_origin(self, compat: CompatRoot) -> Origin:
@@ -282,7 +304,8 @@ class DebianSysroot:
         """An older Debian (``compat.suite``) with only ``compat.packages``: made, stamped and
         verified like the clean root, from its own suite."""
         origin = self._compat_origin(compat)
-        return self._ensure_root(self.compat_root_path(cache, compat), compat.packages, log, origin=origin)
+        final = self.compat_root_path(cache, compat)
+        return self.make_root(self._debootstrapped(final, compat.packages, log, origin=origin))
 
     # --- cross targets ------------------------------------------------------------------------
     def target_root_path(self, cache: Cache, triple: str, clean: bool = False) -> Path:
@@ -299,66 +322,49 @@ class DebianSysroot:
         told the target is its only architecture and given an empty package database, downloads
         the packages' whole dependency closure; the .debs are unpacked, not installed (nothing of
         the target runs), and absolute symlinks are made relative so they resolve inside it."""
-        require_root()
         final = self.target_root_path(cache, triple, clean)
-        if self.reuse_root(final):
-            return final
         cross = self.spec.cross_targets[triple]
         arch = cross.dpkg_arch
         packages = cross.clean_packages if clean else cross.packages
-        status.info(f"creating target sysroot {final.name} ({arch}, {len(packages)} packages)")
-        with temp_sibling_dir(final) as tmp, apt_state_dir(final) as state:
-            (state / "lists" / "partial").mkdir(parents=True)
-            (state / "cache" / "archives" / "partial").mkdir(parents=True)
-            (state / "status").write_text("")
-            apt_state = Path("/ortdist/apt-state")
-            options = [
-                f"-oAPT::Architecture={arch}",
-                f"-oAPT::Architectures={arch}",
-                *private_apt_options(apt_state),
-            ]
-            script = " && ".join(
-                [
-                    shlex.join(["apt-get", *options, "update", "-q"]),
-                    shlex.join(
-                        [
-                            "apt-get",
-                            *options,
-                            "install",
-                            "-y",
-                            "-q",
-                            "--download-only",
-                            "--no-install-recommends",
-                            *packages,
-                        ]
-                    ),
-                ]
-            )
-            binds = [Bind(state, apt_state)]
-            run.call(
-                self.wrap(
-                    build_root, ["/bin/sh", "-c", script], binds=binds, env={"DEBIAN_FRONTEND": "noninteractive"}
-                ),
-                log=log,
-                error=ToolchainError,
-                what=f"downloading the {arch} packages",
-            )
-            versions = unpack_debs(state / "cache" / "archives", tmp, log)
+
+        def make(tmp: Path) -> dict[str, object]:
+            with apt_state_dir(final) as state:
+                versions = self._download_target_packages(build_root, state, arch, packages, tmp, log)
             relativize_symlinks(tmp)
             # Debian's merged /usr: /lib etc. are links a real root gets from debootstrap; the
             # program interpreter (/lib/ld-linux-*.so.1) is found through them.
             for top in ("bin", "sbin", "lib"):
                 if not (tmp / top).exists() and (tmp / "usr" / top).is_dir():
                     (tmp / top).symlink_to(f"usr/{top}")
-            info = {
-                "toolchain": self.spec.name,
-                "arch": arch,
-                "requested": list(packages),
-                "installed": versions,
-            }
-            (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            self._finish_root(tmp, final)
-        return final
+            return {"arch": arch, "requested": list(packages), "installed": versions}
+
+        announce = f"creating target sysroot {final.name} ({arch}, {len(packages)} packages)"
+        return self.make_root(RootRecipe(final, announce, make))
+
+    def _download_target_packages(
+        self, build_root: Path, state: Path, arch: str, packages: Sequence[str], dest: Path, log: TextIO
+    ) -> dict[str, str]:
+        """``packages`` of ``arch`` and their dependencies, downloaded by the build root's apt into a
+        private state directory and unpacked into ``dest``: package -> version."""
+        (state / "lists" / "partial").mkdir(parents=True)
+        (state / "cache" / "archives" / "partial").mkdir(parents=True)
+        (state / "status").write_text("")
+        apt_state = Path("/ortdist/apt-state")
+        options = [f"-oAPT::Architecture={arch}", f"-oAPT::Architectures={arch}", *private_apt_options(apt_state)]
+        install = ["install", "-y", "-q", "--download-only", "--no-install-recommends", *packages]
+        script = " && ".join(shlex.join(["apt-get", *options, *words]) for words in (["update", "-q"], install))
+        run.call(
+            self.wrap(
+                build_root,
+                ["/bin/sh", "-c", script],
+                binds=[Bind(state, apt_state)],
+                env={"DEBIAN_FRONTEND": "noninteractive"},
+            ),
+            log=log,
+            error=ToolchainError,
+            what=f"downloading the {arch} packages",
+        )
+        return unpack_debs(state / "cache" / "archives", dest, log)
 
     # --- other CPython versions ------------------------------------------------------------------
     def python_overlay_path(self, cache: Cache, version: str) -> Path:
@@ -371,12 +377,10 @@ class DebianSysroot:
     def ensure_python_overlay(self, cache: Cache, build_root: Path, version: str, log: TextIO) -> Path:
         """CPython ``version`` in a directory of its own (bound at /ortdist/python/<version>), laid out
         like an unpacked Debian CPython under usr/, plus numpy from PyPI for the binding's headers."""
-        require_root()
         final = self.python_overlay_path(cache, version)
-        if self.reuse_root(final):
-            return final
         facts = self.spec.extra_python[version]
-        with temp_sibling_dir(final) as tmp:
+
+        def make(tmp: Path) -> dict[str, object]:
             if facts.source == "host":
                 installed = copy_host_python(self.wrap, build_root, version, tmp, log)
             else:
@@ -393,11 +397,15 @@ class DebianSysroot:
                 raise ToolchainError(f"no {numpy} wheel for CPython {version} in {house}", fix="check the pin")
             with zipfile.ZipFile(wheels[0]) as archive:
                 archive.extractall(tmp / "site-packages")
-            info = {"toolchain": self.spec.name, "python": version, "suite": facts.suite, "installed": installed}
-            info.update(source=facts.source, numpy=facts.numpy)
-            (tmp / STAMP).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            self._finish_root(tmp, final)
-        return final
+            return {
+                "python": version,
+                "suite": facts.suite,
+                "installed": installed,
+                "source": facts.source,
+                "numpy": facts.numpy,
+            }
+
+        return self.make_root(RootRecipe(final, "", make))
 
     def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
         """The build root's name, then those of the other roots a build of ``steps`` (and its smoke
