@@ -211,11 +211,12 @@ def test_a_wheel_without_its_cuda_runtime_fails_even_without_a_gpu(
     assert all("could not load: missing library libcublas" in v.message for v in cuda), [v.message for v in cuda]
 
 
-@pytest.fixture
-def local_index(tmp_path: Path, built: tuple[Path, dict[str, Any]]) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def local_index(tmp_path_factory: pytest.TempPathFactory, built: tuple[Path, dict[str, Any]]) -> Iterator[str]:
     """pypiserver on 127.0.0.1 with no fallback, holding the wheel for the Python running the tests,
-    its requirements and NVIDIA's wheels of its CUDA line, as a private index mirrors them."""
-    packages = tmp_path / "packages"
+    its requirements and NVIDIA's wheels of its CUDA line, as a private index mirrors them (one per
+    module: the CUDA wheels are 1.5-3 GB)."""
+    packages = tmp_path_factory.mktemp("index") / "packages"
     packages.mkdir()
     shutil.copy(wheels_of(built)[f"{sys.version_info.major}{sys.version_info.minor}"], packages)
     wheel = next(packages.iterdir())
@@ -277,8 +278,11 @@ print(json.dumps({"providers": ort.get_available_providers(), "loaded": loaded})
     assert all(str(venv) in p for p in facts["loaded"]), facts["loaded"]
 
 
+# The provider library first: its RUNPATH finds cudart in the venv's nvidia-* wheels, and cudart's
+# soname then names that copy (no CUDA on this machine's loader path).
 CUDA_SESSION = """
-import ctypes, json, sys, onnxruntime as ort
+import ctypes, json, pathlib, sys, onnxruntime as ort
+ctypes.CDLL(str(pathlib.Path(ort.__file__).parent / "capi" / "libonnxruntime_providers_cuda.so"))
 count = ctypes.c_int(0)
 ctypes.CDLL(sys.argv[2]).cudaGetDeviceCount(ctypes.byref(count))
 session = ort.InferenceSession(sys.argv[1], providers=["CUDAExecutionProvider", "CPUExecutionProvider"])

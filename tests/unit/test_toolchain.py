@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tarfile
 import zipfile
 from collections.abc import Callable
@@ -454,3 +455,50 @@ def test_a_root_whose_making_fails_leaves_nothing(
     with pytest.raises(ToolchainError, match="apt-get install failed"):
         tc.make_root(RootRecipe(final, "", make))
     assert not final.exists() and list(final.parent.iterdir()) == []
+
+
+def test_a_debootstrapped_root_runs_its_commands_in_order_and_stamps_what_dpkg_installed(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clean root through the one path, every command recorded instead of run: debootstrap
+    from the toolchain's suite, apt inside the new root, dpkg's versions into the stamp."""
+    from ortdist import run
+    from ortdist.toolchains.debian import sysroot
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(sysroot, "require_host_tools", lambda *tools: None)
+    monkeypatch.setattr(sysroot.shutil, "copyfile", lambda src, dst: Path(dst).write_text("nameserver 127.0.0.1\n"))
+    recorded: list[str] = []
+
+    def call(cmd: list[str], **_kw: object) -> None:
+        recorded.append(getattr(cmd, "shown", " ".join(cmd)))
+        if cmd[:5] == ["unshare", "--mount", "--propagation", "private", "--"] and "debootstrap" in cmd:
+            (Path(cmd[-2]) / "etc").mkdir(parents=True)  # what debootstrap leaves: a root
+
+    def capture(cmd: list[str], **_kw: object) -> subprocess.CompletedProcess[str]:
+        recorded.append(getattr(cmd, "shown", " ".join(cmd)))
+        return subprocess.CompletedProcess(cmd, 0, "python3\t3.13.5-1\npython3-venv\t3.13.5-1\n", "")
+
+    monkeypatch.setattr(run, "call", call)
+    monkeypatch.setattr(run, "capture", capture)
+    tc, cache = DebianSysroot(load_toolchain(project, "debian-trixie")), Cache(tmp_path / "cache")
+    root = tc.ensure_clean_root(cache, io.StringIO())
+    assert root == tc.clean_root_path(cache)
+    debootstrap = recorded[0].split()
+    assert debootstrap[5:9] == ["debootstrap", "--variant=minbase", "--components=main", "trixie"]
+    assert Path(debootstrap[9]).parent == root.parent and debootstrap[10] == "http://deb.debian.org/debian"
+    tmp_name = recorded[1].split("]")[0].lstrip("[")
+    assert recorded[1:] == [
+        f"[{tmp_name}] apt-get update",
+        f"[{tmp_name}] apt-get install -y --no-install-recommends {' '.join(tc.spec.clean_root_packages)}",
+        f"[{tmp_name}] apt-get clean",
+        f"[{tmp_name}] dpkg-query -W -f '${{Package}}\t${{Version}}\n'",
+    ]
+    stamp_facts = json.loads((root / STAMP).read_text())
+    assert stamp_facts["toolchain"] == "debian-trixie" and stamp_facts["suite"] == "trixie"
+    assert stamp_facts["requested"] == list(tc.spec.clean_root_packages)
+    assert stamp_facts["installed"] == {"python3": "3.13.5-1", "python3-venv": "3.13.5-1"}
+    assert stamp_facts["digest"] == tc.spec.root_digest
+    # Made once: the same call again runs nothing.
+    recorded.clear()
+    assert tc.ensure_clean_root(cache, io.StringIO()) == root and recorded == []
