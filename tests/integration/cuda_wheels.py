@@ -251,13 +251,18 @@ def install_from_index(index: str, venv: Path) -> Path:
     return venv
 
 
-def test_the_extras_install_from_an_index_and_the_provider_finds_them(
-    line: CudaLine, local_index: str, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def index_venv(local_index: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One venv with the wheel and its extras from the index, for the tests that only run in it
+    (each install of the CUDA wheels is 3 GB)."""
+    return install_from_index(local_index, tmp_path_factory.mktemp("index-venv") / "venv")
+
+
+def test_the_extras_install_from_an_index_and_the_provider_finds_them(line: CudaLine, index_venv: Path) -> None:
     """`pip install onnxruntime-gpu[cuda,cudnn]` from the index alone: every CUDA/cuDNN library the
     provider needs resolves into the venv's nvidia/ tree through its RUNPATH, nothing on
     LD_LIBRARY_PATH, and CUDA is listed."""
-    venv = install_from_index(local_index, tmp_path / "venv")
+    venv = index_venv
     probe = """
 import ctypes, json, pathlib, onnxruntime as ort
 capi = pathlib.Path(ort.__file__).parent / "capi"
@@ -291,12 +296,12 @@ print(json.dumps({"devices": count.value, "providers": session.get_providers()})
 
 
 def test_asking_for_cuda_without_a_driver_falls_back_instead_of_aborting(
-    line: CudaLine, local_index: str, tmp_path: Path
+    line: CudaLine, index_venv: Path, tmp_path: Path
 ) -> None:
     """The CUDA EP that cannot start (no driver here: cudaSetDevice says 35) throws into the binding,
     and ORT falls back to the CPU EP. With each library's own static unwinder this aborted the
     process (SIGABRT in the binding's _Unwind_SetGR); one shared libgcc_s unwinds across them."""
-    venv = install_from_index(local_index, tmp_path / "venv")
+    venv = index_venv
     from onnx import TensorProto, helper, save
 
     x, y = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in "xy")

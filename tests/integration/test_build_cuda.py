@@ -16,6 +16,7 @@ from .cuda_wheels import (  # noqa: F401 (the shared tests and fixtures, collect
     CUDA12,
     CudaLine,
     built,
+    index_venv,
     local_index,
     test_a_wheel_without_its_cuda_runtime_fails_even_without_a_gpu,
     test_asking_for_cuda_without_a_driver_falls_back_instead_of_aborting,
