@@ -37,6 +37,19 @@ from ortdist.wheel.names import required_glibc
 
 from . import build_recipe
 
+# What a recipe's module collects with `from .cuda_wheels import *`: the shared fixtures and tests.
+__all__ = [
+    "built",
+    "index_venv",
+    "local_index",
+    "test_a_wheel_without_its_cuda_runtime_fails_even_without_a_gpu",
+    "test_asking_for_cuda_without_a_driver_falls_back_instead_of_aborting",
+    "test_every_elf_of_every_artifact_keeps_the_toolchains_promise",
+    "test_five_portable_wheels_with_nothing_from_cuda_grafted",
+    "test_smoke_skips_cuda_for_want_of_a_gpu_and_passes_the_cpu",
+    "test_the_extras_install_from_an_index_and_the_provider_finds_them",
+    "toolchain",
+]
 PROJECT = Path(__file__).resolve().parents[2]
 CUDA = "CUDAExecutionProvider"
 PROVIDER_LIBRARY = "libonnxruntime_providers_cuda.so"

@@ -12,20 +12,8 @@ import os
 
 import pytest
 
-from .cuda_wheels import (  # noqa: F401 (the shared tests and fixtures, collected here)
-    CUDA12,
-    CudaLine,
-    built,
-    index_venv,
-    local_index,
-    test_a_wheel_without_its_cuda_runtime_fails_even_without_a_gpu,
-    test_asking_for_cuda_without_a_driver_falls_back_instead_of_aborting,
-    test_every_elf_of_every_artifact_keeps_the_toolchains_promise,
-    test_five_portable_wheels_with_nothing_from_cuda_grafted,
-    test_smoke_skips_cuda_for_want_of_a_gpu_and_passes_the_cpu,
-    test_the_extras_install_from_an_index_and_the_provider_finds_them,
-    toolchain,
-)
+from .cuda_wheels import *  # noqa: F403 (the shared tests and fixtures, collected here)
+from .cuda_wheels import CUDA12, CudaLine
 
 pytestmark = [
     pytest.mark.integration,

@@ -18,7 +18,7 @@ import pytest
 from ortdist.errors import RecipeError, ToolchainError
 from ortdist.paths import Cache
 from ortdist.toolchains import Bind, load_toolchain, make_toolchain
-from ortdist.toolchains.debian import STAMP, DebianSysroot, wheels
+from ortdist.toolchains.debian import STAMP, DebianSysroot, RootRecipe, wheels
 from ortdist.toolchains.debian.wheels import install_compiler
 
 
@@ -403,15 +403,16 @@ def test_the_compiler_wheel_is_downloaded_hash_pinned(
 
 
 # --- one root description: every kind of root goes through make_root --------------------------------
-@pytest.mark.usefixtures("no_subprocess")
-def test_a_root_recipe_is_made_once_stamped_and_then_reused(
-    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from ortdist.toolchains.debian import RootRecipe
-
+@pytest.fixture
+def as_root(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[DebianSysroot, Path]:
+    """The trixie backend run as root, and where a new kind of root would go."""
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    tc = DebianSysroot(load_toolchain(project, "debian-trixie"))
-    final = tmp_path / "sysroots" / "kind-0123"
+    return DebianSysroot(load_toolchain(project, "debian-trixie")), tmp_path / "sysroots" / "kind-0123"
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_a_root_recipe_is_made_once_stamped_and_then_reused(as_root: tuple[DebianSysroot, Path]) -> None:
+    tc, final = as_root
     calls: list[Path] = []
 
     def make(tmp: Path) -> dict[str, object]:
@@ -439,14 +440,8 @@ def test_a_root_recipe_is_made_once_stamped_and_then_reused(
 
 
 @pytest.mark.usefixtures("no_subprocess")
-def test_a_root_whose_making_fails_leaves_nothing(
-    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from ortdist.toolchains.debian import RootRecipe
-
-    monkeypatch.setattr(os, "geteuid", lambda: 0)
-    tc = DebianSysroot(load_toolchain(project, "debian-trixie"))
-    final = tmp_path / "sysroots" / "kind-0123"
+def test_a_root_whose_making_fails_leaves_nothing(as_root: tuple[DebianSysroot, Path]) -> None:
+    tc, final = as_root
 
     def make(tmp: Path) -> dict[str, object]:
         (tmp / "half").write_text("made")
