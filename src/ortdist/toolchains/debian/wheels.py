@@ -4,6 +4,7 @@ unpacked with their executable bits and [ep_links]) and the [compiler] wheel's t
 from __future__ import annotations
 
 import os
+import shutil
 import zipfile
 from pathlib import Path
 from typing import TextIO
@@ -118,15 +119,19 @@ def _unpack_wheel(wheel: Path, subdir: str, dest: Path, what: str) -> None:
             if member.is_dir():
                 out.mkdir(parents=True, exist_ok=True)
                 continue
-            data = archive.read(member)
-            if out.exists() and out.read_bytes() != data:
-                raise ToolchainError(
-                    f"{wheel.name}: {member.filename} would overwrite a different {out.relative_to(dest)} "
-                    "of another wheel in the same tree",
-                    fix=f"unpack one of them elsewhere (into / subdir in {what})",
-                )
+            if ".." in Path(member.filename).parts:
+                raise ToolchainError(f"{wheel.name}: {member.filename} points outside its tree", fix=f"check {what}")
+            if out.exists():
+                if out.read_bytes() != archive.read(member):
+                    raise ToolchainError(
+                        f"{wheel.name}: {member.filename} would overwrite a different {out.relative_to(dest)} "
+                        "of another wheel in the same tree",
+                        fix=f"unpack one of them elsewhere (into / subdir in {what})",
+                    )
+                continue
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(data)
+            with archive.open(member) as source, out.open("wb") as sink:  # streamed: cuBLASLt is 500 MB
+                shutil.copyfileobj(source, sink, 1 << 20)
             mode = member.external_attr >> 16
             if mode & 0o111:  # as pip does: the zip's x bits (zipfile alone drops them)
                 out.chmod(0o755)
