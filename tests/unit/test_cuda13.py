@@ -60,6 +60,13 @@ def _toolkit_wheel(directory: Path, name: str, files: dict[str, tuple[bytes, int
     return path
 
 
+@pytest.fixture
+def made(tmp_path: Path) -> Path:
+    """Where a test writes the toolkit wheels it unpacks."""
+    (tmp_path / "made").mkdir()
+    return tmp_path / "made"
+
+
 def _sysroot_with(
     project: Path,
     tmp_path: Path,
@@ -88,9 +95,7 @@ def _sysroot_with(
 
 
 @pytest.mark.usefixtures("no_subprocess")
-def test_toolkit_wheels_share_one_tree_with_their_modes_and_links(project: Path, tmp_path: Path) -> None:
-    made = tmp_path / "made"
-    made.mkdir()
+def test_toolkit_wheels_share_one_tree_with_their_modes_and_links(project: Path, tmp_path: Path, made: Path) -> None:
     wheels = {
         "nvcc": _toolkit_wheel(made, "nvcc", {"nvidia/cu13/bin/nvcc": (b"#!nvcc", 0o755)}),
         "runtime": _toolkit_wheel(
@@ -114,9 +119,7 @@ def test_toolkit_wheels_share_one_tree_with_their_modes_and_links(project: Path,
 
 
 @pytest.mark.usefixtures("no_subprocess")
-def test_a_link_to_nothing_is_refused_with_its_name(project: Path, tmp_path: Path) -> None:
-    made = tmp_path / "made"
-    made.mkdir()
+def test_a_link_to_nothing_is_refused_with_its_name(project: Path, tmp_path: Path, made: Path) -> None:
     wheels = {"nvcc": _toolkit_wheel(made, "nvcc", {"nvidia/cu13/bin/nvcc": (b"#!nvcc", 0o755)})}
     sysroot, cache = _sysroot_with(project, tmp_path, wheels, {"cuda/nvidia/cu13/lib/libnvrtc.so": "libnvrtc.so.13"})
     with pytest.raises(ToolchainError, match=r"libnvrtc.so -> libnvrtc.so.13: no libnvrtc.so.13 beside it"):
@@ -124,11 +127,11 @@ def test_a_link_to_nothing_is_refused_with_its_name(project: Path, tmp_path: Pat
 
 
 @pytest.mark.usefixtures("no_subprocess")
-def test_wheels_merge_from_their_subdirs_and_links_reach_the_roots_programs(project: Path, tmp_path: Path) -> None:
+def test_wheels_merge_from_their_subdirs_and_links_reach_the_roots_programs(
+    project: Path, tmp_path: Path, made: Path
+) -> None:
     """cuda12's layout: each wheel's nvidia/<component>/ becomes one toolkit tree, Debian's nvcc is
     linked in by its path in the root, and the tree's nvcc.profile is written beside it."""
-    made = tmp_path / "made"
-    made.mkdir()
     init = (b"", 0o644)
     wheels = {
         "runtime": _toolkit_wheel(
@@ -168,9 +171,7 @@ def test_wheels_merge_from_their_subdirs_and_links_reach_the_roots_programs(proj
 
 
 @pytest.mark.usefixtures("no_subprocess")
-def test_wheels_that_would_overwrite_each_others_files_are_refused(project: Path, tmp_path: Path) -> None:
-    made = tmp_path / "made"
-    made.mkdir()
+def test_wheels_that_would_overwrite_each_others_files_are_refused(project: Path, tmp_path: Path, made: Path) -> None:
     wheels = {
         "a": _toolkit_wheel(made, "a", {"nvidia/a/include/x.h": (b"one", 0o644)}),
         "b": _toolkit_wheel(made, "b", {"nvidia/b/include/x.h": (b"two", 0o644)}),
@@ -193,10 +194,8 @@ def test_wheels_that_would_overwrite_each_others_files_are_refused(project: Path
     ],
 )
 def test_a_missing_program_or_subdir_is_refused_with_its_name(
-    project: Path, tmp_path: Path, subdir: str, link: dict[str, str], message: str
+    project: Path, tmp_path: Path, made: Path, subdir: str, link: dict[str, str], message: str
 ) -> None:
-    made = tmp_path / "made"
-    made.mkdir()
     wheels = {"nvcc": _toolkit_wheel(made, "nvcc", {"nvidia/cuda_nvcc/bin/ptxas": (b"ELF", 0o755)})}
     sysroot, cache = _sysroot_with(project, tmp_path, wheels, link, {"nvcc": subdir})
     with pytest.raises(ToolchainError, match=message):
