@@ -29,14 +29,26 @@ GPU_CLAIM = "GPU (CUDA on a device)"
 
 
 # CI's rotation. A CI run (CI set, ORTDIST_TEST_RECIPES unset) also builds ONE recipe of this table
-# from cold, picked by the commit, so successive landings cover each in turn. The value: what its
-# build and tests took, in seconds, on a 2-core machine right after a cold cpu-linux build (its
-# compiler cache warm, as in a cold CI run). The pick's tests run last, and only if what is left of
-# CI's budget holds that cost at this run's pace: a run that reached the pick later than a cold run
-# on the measuring machine did (COLD_MAIN_S) is on a slower machine, and the cost scales with it.
-# If not, the claims table says the pick was left out for time. Recipes not here (the oneDNN ones,
-# CUDA: a full cold compile each, 40-60 min) are proven by a cached tree or the release gate.
-ROTATION = {"slim-linux": 1_700, "xnnpack-linux": 1_200}
+# from cold, so successive landings cover each in turn: the commit orders the table, and the first
+# uncached entry that what is left of CI's budget holds is built, after everything else. An entry
+# holds if its measured cost (below) x this run's pace x MARGIN fits: a run that reached the pick
+# later than a cold run on the measuring machine did (COLD_MAIN_S) is on a slower machine, and the
+# cost scales with it. Where the budget holds the entry only with fewer wheels, it is built for
+# `python` alone (what its tests read: the core's Python and bookworm's 3.11 for the compat root);
+# the manifest and the claims table name the Pythons left out. Entries left out say why in the claims
+# table. Recipes not here (the oneDNN ones, CUDA: a full cold compile each, 40-60 min) are proven by
+# a cached tree or the release gate.
+@dataclasses.dataclass(frozen=True)
+class RotationEntry:
+    """What one rotation recipe's build and tests took, in seconds, on a 2-core machine right after a
+    cold cpu-linux build (its compiler cache warm, as in a cold CI run)."""
+
+    every_python_s: int  # wheels for every Python the recipe lists
+    core_s: int  # wheels for `python` only (one extra binding instead of four)
+    python: tuple[str, ...] = ("3.13", "3.11")
+
+
+ROTATION = {"slim-linux": RotationEntry(1_700, 1_450), "xnnpack-linux": RotationEntry(1_200, 950)}
 CI_BUDGET_S = 90 * 60
 CI_RESERVE_S = 5 * 60  # what follows the integration tests: the unit tests under Debian's python3
 COLD_MAIN_S = 3_300  # a cold .ci/run on the measuring machine, up to the pick (cpu-linux and its tests)
@@ -52,10 +64,12 @@ def ci_commit() -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
-def rotation_pick(commit: str) -> str:
-    """The rotation's recipe for ``commit`` (hex): successive commits spread over every entry."""
+def rotation_order(commit: str) -> list[str]:
+    """The rotation's recipes in the order ``commit`` (hex) tries them: successive commits start at
+    every entry in turn."""
     names = sorted(ROTATION)
-    return names[int(commit[:12], 16) % len(names)]
+    start = int(commit[:12], 16) % len(names)
+    return names[start:] + names[:start]
 
 
 def ci_started() -> float:
@@ -101,8 +115,10 @@ class Claim:
     """What this run did for one claim group: how its tree started, and its tests' outcomes."""
 
     cached: bool
-    rotation: str = ""  # the commit, where this group is the rotation's pick
-    out_of_time: str = ""  # why the rotation's pick was left out (CI's budget)
+    rotation: str = ""  # the commit, where this group is a rotation recipe this run may build from cold
+    built_cold: bool = False  # the rotation's cold build of this run
+    python_left_out: tuple[str, ...] = ()  # the Pythons the cold build left out for CI's time
+    left_out: str = ""  # why this rotation recipe was not built (CI's time, or another one was)
     deselected: int = 0  # not run: no cached build tree
     unselected: int = 0  # not run: left out by -k/-m or the paths given
     passed: int = 0
@@ -112,8 +128,8 @@ class Claim:
     def verdict(self) -> str:
         if self.failed:
             return f"FAILED: {self.failed} test(s) failed"
-        if self.out_of_time:
-            return f"NOT PROVEN: the rotation's pick for {self.rotation[:12]}, left out: {self.out_of_time}"
+        if self.left_out:
+            return f"NOT PROVEN: the rotation for {self.rotation[:12]} left it out: {self.left_out}"
         if self.deselected and not (self.passed or self.skipped):
             return f"NOT PROVEN: {self.deselected} test(s) deselected (no cached build tree)"
         if self.skipped:
@@ -123,6 +139,8 @@ class Claim:
         how = "from a cached build tree" if self.cached else "from cold (built in this run)"
         if self.rotation:
             how += f", the rotation's pick for {self.rotation[:12]}"
+        if self.python_left_out:
+            how += f", without the wheels for Python {', '.join(self.python_left_out)} (CI's time)"
         if self.unselected:
             return f"PARTLY PROVEN {how}: {self.passed} passed, {self.unselected} not selected in this run"
         return f"proven {how}"
@@ -131,6 +149,7 @@ class Claim:
 _CLAIMS = pytest.StashKey[dict[str, Claim]]()
 _STARTED = pytest.StashKey[float]()
 _GROUP_OF = pytest.StashKey[dict[str, str]]()
+_COMMIT = pytest.StashKey[str]()  # the commit that orders the rotation ("": no rotation)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m: every test of a group is seen, so a partial run says so
@@ -145,15 +164,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         groups: dict[str, str] = {}
         deselected = []
         commit = ci_commit() if strict_skips() and not os.environ.get("ORTDIST_TEST_RECIPES") else ""
-        pick = rotation_pick(commit) if commit else ""
+        order = rotation_order(commit) if commit else []
         for item in items:
             if not item.get_closest_marker(INTEGRATION):
                 continue
             group = claim_of(item)
             if group not in claims:
-                claims[group] = Claim(cached=recipe_tree_is_cached(group), rotation=commit if group == pick else "")
+                cached = recipe_tree_is_cached(group)
+                claims[group] = Claim(cached=cached, rotation=commit if group in order and not cached else "")
             claim = claims[group]
-            if group != MAIN_RECIPE and not claim.cached and not recipe_is_wanted(group) and group != pick:
+            if group != MAIN_RECIPE and not claim.cached and not recipe_is_wanted(group) and not claim.rotation:
                 deselected.append(item)
                 claim.deselected += 1
             else:
@@ -161,9 +181,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.stash[_CLAIMS] = claims
         config.stash[_GROUP_OF] = groups
         config.stash[_STARTED] = ci_started()
-        if pick:
-            # The pick's tests last: whether CI's budget still holds its build is known then.
-            items.sort(key=lambda item: groups.get(item.nodeid) == pick)
+        config.stash[_COMMIT] = commit
+        # The uncached rotation recipes last, in the commit's order: whether CI's budget still holds
+        # a build is known only then.
+        rank = {group: n + 1 for n, group in enumerate(order) if group in claims and claims[group].rotation}
+        items.sort(key=lambda item: rank.get(groups.get(item.nodeid, ""), 0))
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         chosen = set(map(id, deselected))
@@ -171,19 +193,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Says what the rotation picked; the tests a group kept but the selection (-k, -m) dropped make
-    that group only partly proven."""
+    """Says the rotation's order and which of its recipes may be built from cold; the tests a group
+    kept but the selection (-k, -m) dropped make that group only partly proven."""
     groups = session.config.stash.get(_GROUP_OF, None)
     if groups is None:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    for group, claim in session.config.stash[_CLAIMS].items():
-        if claim.rotation and reporter is not None:
-            how = "its tree is cached" if claim.cached else f"built from cold last, ~{ROTATION[group] / 60:.0f} min"
-            reporter.write_line(
-                f"ortdist: the rotation picked {group} for commit {claim.rotation[:12]} ({how}; "
-                f"rotation: {', '.join(sorted(ROTATION))})"
+    claims = session.config.stash[_CLAIMS]
+    commit = session.config.stash[_COMMIT]
+    if commit and reporter is not None:
+        order = rotation_order(commit)
+        cold = [group for group in order if group in claims and claims[group].rotation]
+        reporter.write_line(
+            f"ortdist: the rotation for commit {commit[:12]}: {', '.join(order)}; "
+            + (
+                f"uncached, built from cold last, the first CI's time left holds: {', '.join(cold)}"
+                if cold
+                else "none to build from cold"
             )
+        )
     running = {item.nodeid for item in session.items}
     for nodeid, group in list(groups.items()):
         if nodeid not in running:
@@ -211,26 +239,60 @@ class _ClaimRecorder:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """The rotation's pick, before its first test: left out if what is left of CI's budget cannot
-    hold its build on a slow machine (said in the claims table, not a failure)."""
-    group = item.config.stash.get(_GROUP_OF, {}).get(item.nodeid)
+    """An uncached rotation recipe, before its first test: built if no other one was and what is left
+    of CI's budget holds it at this run's pace (with every Python, else with the entry's `python`);
+    otherwise left out (said in the claims table, not a failure)."""
+    config = item.config
+    group = config.stash.get(_GROUP_OF, {}).get(item.nodeid)
     if group is None:
         return
-    claim = item.config.stash[_CLAIMS][group]
-    if not claim.rotation or claim.cached:
+    claims = config.stash[_CLAIMS]
+    claim = claims[group]
+    if not claim.rotation:
         return
-    if not (claim.passed or claim.failed or claim.skipped or claim.out_of_time):
-        elapsed = time.time() - item.config.stash[_STARTED]
-        left = CI_BUDGET_S - CI_RESERVE_S - elapsed
-        pace = max(1.0, elapsed / COLD_MAIN_S)
-        need = ROTATION[group] * pace * MARGIN
-        if left < need:
-            claim.out_of_time = (
-                f"{max(left, 0) / 60:.0f} min left of CI's {CI_BUDGET_S // 60}, its build and tests need "
-                f"~{need / 60:.0f} ({ROTATION[group] / 60:.0f} measured, x{pace:.1f} for this run's pace, x{MARGIN:g})"
-            )
-    if claim.out_of_time:
-        pytest.skip(f"rotation: {claim.out_of_time}")
+    if not (claim.built_cold or claim.left_out):
+        built = [g for g, c in claims.items() if c.built_cold]
+        if built:
+            claim.left_out = f"one cold build per run, and {built[0]} came first in this commit's order"
+        else:
+            decide_rotation(group, claim, time.time() - config.stash[_STARTED])
+    if claim.left_out:
+        pytest.skip(f"rotation: {claim.left_out}")
+
+
+def decide_rotation(group: str, claim: Claim, elapsed: float) -> None:
+    """Whether CI's budget holds the rotation recipe ``group`` ``elapsed`` seconds into the run: with
+    every Python, with its entry's only, or not at all (``claim.left_out`` says why)."""
+    entry = ROTATION[group]
+    left = CI_BUDGET_S - CI_RESERVE_S - elapsed
+    pace = max(1.0, elapsed / COLD_MAIN_S)
+    if entry.every_python_s * pace * MARGIN <= left:
+        claim.built_cold = True
+    elif entry.core_s * pace * MARGIN <= left:
+        claim.built_cold = True
+        from ortdist.paths import project_root
+
+        listed = load_recipe(project_root() / "recipes" / f"{group}.toml").wheel.python
+        claim.python_left_out = tuple(v for v in listed if v not in entry.python)
+    else:
+        need = entry.core_s * pace * MARGIN
+        claim.left_out = (
+            f"{max(left, 0) / 60:.0f} min left of CI's {CI_BUDGET_S // 60}, its build and tests need "
+            f"~{need / 60:.0f} with Python {', '.join(entry.python)} alone ({entry.core_s / 60:.0f} measured, "
+            f"x{pace:.1f} for this run's pace, x{MARGIN:g})"
+        )
+
+
+@pytest.fixture(scope="session")
+def ci_python(request: pytest.FixtureRequest) -> Callable[[str], tuple[str, ...] | None]:
+    """The Pythons a recipe's wheels are built for in this run: None (every one the recipe lists)
+    unless the rotation builds it from cold with fewer for CI's time."""
+
+    def pythons(recipe: str) -> tuple[str, ...] | None:
+        claim = request.config.stash.get(_CLAIMS, {}).get(recipe)
+        return ROTATION[recipe].python if claim is not None and claim.python_left_out else None
+
+    return pythons
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -271,8 +333,8 @@ def pytest_runtest_makereport(
     """A skipped integration test under CI is a failure that says why it skipped: CI expected the build."""
     report = yield
     group = item.config.stash.get(_GROUP_OF, {}).get(item.nodeid)
-    if group is not None and item.config.stash[_CLAIMS][group].out_of_time:
-        return report  # the rotation's pick left out for time: the claims table says so
+    if group is not None and item.config.stash[_CLAIMS][group].left_out:
+        return report  # a rotation recipe left out: the claims table says why
     if report.skipped and item.get_closest_marker(INTEGRATION) and strict_skips():
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"

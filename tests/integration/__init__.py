@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 PROJECT = Path(__file__).resolve().parents[2]
 
 
-def build_recipe(recipe: str, dist: Path) -> tuple[Path, dict[str, Any]]:
-    """``ortdist build RECIPE --dist DIST`` from the project root: (dist/<recipe>, its manifest)."""
+def build_recipe(recipe: str, dist: Path, python: Sequence[str] | None = None) -> tuple[Path, dict[str, Any]]:
+    """``ortdist build RECIPE --dist DIST [--python ...]`` from the project root: (dist/<recipe>, its
+    manifest). ``python``: wheels for these only (CI's time, the ``ci_python`` fixture); None: all."""
+    selection = ["--python", ",".join(python)] if python else []
     proc = subprocess.run(
-        [sys.executable, "-m", "ortdist", "build", recipe, "--dist", str(dist)],
+        [sys.executable, "-m", "ortdist", "build", recipe, "--dist", str(dist), *selection],
         cwd=PROJECT,
         text=True,
         capture_output=True,

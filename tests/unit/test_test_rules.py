@@ -74,6 +74,7 @@ def test_the_ep_takes_the_conv():
 def broken_ep(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     suite.makepyfile(test_ep=BROKEN_EP)
     monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))  # nothing cached
+    monkeypatch.setenv("ORTDIST_PROJECT", str(CONFTEST.parents[1]))  # the recipes (pytester runs elsewhere)
     monkeypatch.setenv("CI", "1")
     return suite
 
@@ -96,14 +97,15 @@ def test_an_uncached_recipes_tests_are_reported_as_not_proven(broken_ep: pytest.
 def test_ci_builds_the_rotations_pick_from_cold_last_and_reports_it(
     broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Under CI the commit picks one rotation recipe: its tests run (last) though its tree is not
-    cached, and a broken one fails the run."""
+    """Under CI the commit orders the rotation: its uncached recipe's tests run (last) though its tree
+    is not cached, and a broken one fails the run."""
     monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
     result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
     result.assert_outcomes(passed=2, failed=1, deselected=1)
     result.stdout.fnmatch_lines(
         [
-            "ortdist: the rotation picked xnnpack-linux for commit 0123456789ab (built from cold last*",
+            "ortdist: the rotation for commit 0123456789ab: xnnpack-linux, slim-linux; uncached, built from "
+            "cold last, the first CI's time left holds: xnnpack-linux",
             "*test_suite.py::test_another_build PASSED*",
             "*test_ep.py::test_the_ep_takes_the_conv FAILED*",
             "  xnnpack-linux * FAILED: 1 test(s) failed",
@@ -111,12 +113,61 @@ def test_ci_builds_the_rotations_pick_from_cold_last_and_reports_it(
     )
 
 
+# A passing EP test that says which Pythons its build was given (the ci_python fixture).
+EP_WITH_PYTHONS = """
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.recipe_tree("{recipe}")]
+
+def test_the_ep_takes_the_conv(ci_python):
+    print("pythons:", ci_python("{recipe}"))
+"""
+
+
+def test_the_rotation_builds_fewer_wheels_where_ci_time_holds_only_those(
+    broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """60 minutes gone: 25 left would not hold xnnpack-linux's 20 with every Python at this run's
+    pace (x1.1 x 1.25 = 27), but holds it with the core's Python and 3.11 (16 x 1.1 x 1.25 = 22)."""
+    import time
+
+    broken_ep.makepyfile(test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"))
+    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")  # xnnpack-linux first
+    monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 60 * 60))
+    result = broken_ep.runpytest_inprocess("--integration", "-s", "-k", "not a_build")
+    result.assert_outcomes(passed=3, deselected=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*pythons: ('3.13', '3.11')",
+            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for 0123456789ab, "
+            "without the wheels for Python 3.10, 3.12, 3.14 (CI's time)",
+        ]
+    )
+    monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 40 * 60))  # 45 left hold every Python
+    result = broken_ep.runpytest_inprocess("--integration", "-s", "-k", "not a_build")
+    result.stdout.fnmatch_lines(
+        [
+            "*pythons: None",
+            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for 0123456789ab",
+        ]
+    )
+    assert "without the wheels" not in result.stdout.str()
+
+
 @pytest.mark.parametrize(
     ("minutes_gone", "why"),
     [
-        (85, "0 min left of CI's 90, its build and tests need ~39 (20 measured, x1.5 for this run's pace, x1.25)"),
-        # 25 minutes would hold the measured 20 x 1.25, but this run is 9% slower than the measuring one
-        (60, "25 min left of CI's 90, its build and tests need ~27 (20 measured, x1.1 for this run's pace, x1.25)"),
+        (
+            85,
+            "0 min left of CI's 90, its build and tests need ~31 with Python 3.13, 3.11 alone (16 measured, "
+            "x1.5 for this run's pace, x1.25)",
+        ),
+        # 10 minutes would hold the measured 16 x 1.25 on the measuring machine; this run is 36% slower
+        (
+            75,
+            "10 min left of CI's 90, its build and tests need ~27 with Python 3.13, 3.11 alone (16 measured, "
+            "x1.4 for this run's pace, x1.25)",
+        ),
     ],
 )
 def test_the_rotations_pick_left_out_for_time_is_not_proven_not_failed(
@@ -125,22 +176,67 @@ def test_the_rotations_pick_left_out_for_time_is_not_proven_not_failed(
     """Late in CI's 90 minutes the pick is not built: the claims table says why, and the run passes."""
     import time
 
-    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")  # picks xnnpack-linux
+    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")  # xnnpack-linux first
     monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - minutes_gone * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
     result.assert_outcomes(passed=2, skipped=1, deselected=1)
+    result.stdout.fnmatch_lines([f"  xnnpack-linux * NOT PROVEN: the rotation for 0123456789ab left it out: {why}"])
+
+
+def test_the_rotation_builds_the_next_recipe_that_fits_when_the_first_does_not(
+    broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit puts slim-linux first; 28 minutes left hold neither of its builds (31 with fewer
+    Pythons), so xnnpack-linux, next in the order, is built, with every Python (26)."""
+    import time
+
+    broken_ep.makepyfile(
+        test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"),
+        test_slim=EP_WITH_PYTHONS.format(recipe="slim-linux"),
+    )
+    monkeypatch.setenv("GITHUB_SHA", "0123456789aacdef0123456789abcdef01234567")  # slim-linux first
+    monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 57 * 60))
+    result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
+    result.assert_outcomes(passed=3, skipped=1, deselected=1)
     result.stdout.fnmatch_lines(
-        [f"  xnnpack-linux * NOT PROVEN: the rotation's pick for 0123456789ab, left out: {why}"]
+        [
+            "*test_suite.py::test_another_build PASSED*",
+            "*test_slim.py::test_the_ep_takes_the_conv SKIPPED*",
+            "*test_ep.py::test_the_ep_takes_the_conv PASSED*",
+            "  slim-linux * NOT PROVEN: the rotation for 0123456789aa left it out: 28 min left of CI's 90, its "
+            "build and tests need ~31 with Python 3.13, 3.11 alone (24 measured, x1.0 for this run's pace, x1.25)",
+            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for 0123456789aa",
+        ]
+    )
+
+
+def test_the_rotation_builds_one_recipe_from_cold_per_run(
+    broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken_ep.makepyfile(
+        test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"),
+        test_slim=EP_WITH_PYTHONS.format(recipe="slim-linux"),
+    )
+    monkeypatch.setenv("GITHUB_SHA", "0123456789aacdef0123456789abcdef01234567")  # slim-linux first
+    result = broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
+    result.assert_outcomes(passed=3, skipped=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        [
+            "  slim-linux * proven from cold (built in this run), the rotation's pick for 0123456789aa",
+            "  xnnpack-linux * NOT PROVEN: the rotation for 0123456789aa left it out: one cold build per run, "
+            "and slim-linux came first in this commit's order",
+        ]
     )
 
 
 def test_the_rotation_covers_every_entry_over_successive_commits() -> None:
     import hashlib
 
-    from conftest import ROTATION, rotation_pick
+    from conftest import ROTATION, rotation_order
 
-    picks = {rotation_pick(hashlib.sha1(str(n).encode()).hexdigest()) for n in range(64)}
-    assert picks == set(ROTATION)
+    firsts = {rotation_order(hashlib.sha1(str(n).encode()).hexdigest())[0] for n in range(64)}
+    assert firsts == set(ROTATION)
+    assert all(sorted(rotation_order(f"{n:040x}")) == sorted(ROTATION) for n in range(8))
 
 
 def test_a_recipe_asked_for_is_built_and_its_failure_reported(
