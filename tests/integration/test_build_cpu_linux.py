@@ -24,6 +24,7 @@ from smoke_helpers import expected_smoke_environment
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.main_build,
     pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
 ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,8 @@ def test_a_unit():
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST.read_text(encoding="utf-8"))
-    pytester.makeini("[pytest]\nmarkers =\n  integration: real builds\n  recipe_tree(name): a recipe's tree\n")
+    markers = ["integration: real builds", "recipe_tree(name): a recipe's tree", "main_build: reads it"]
+    pytester.makeini("[pytest]\nmarkers =\n" + "".join(f"  {m}\n" for m in markers))
     pytester.makepyfile(test_suite=SUITE)
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("ORTDIST_COMPILER_CACHE", "sccache")  # as the README advises for runners
@@ -70,11 +72,19 @@ def test_the_ep_takes_the_conv():
 """
 
 
+def cache_tree(cache: Path, recipe: str) -> None:
+    """A cached build tree of ``recipe``, as ``recipe_tree_is_cached`` sees one."""
+    build = cache / "work" / recipe / "build"
+    build.mkdir(parents=True)
+    (build / "libonnxruntime.so.1.21.0").write_bytes(b"")
+
+
 @pytest.fixture
 def broken_ep(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     suite.makepyfile(test_ep=BROKEN_EP)
     monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))  # nothing cached
     monkeypatch.setenv("ORTDIST_PROJECT", str(CONFTEST.parents[1]))  # the recipes (pytester runs elsewhere)
+    monkeypatch.setenv("ORTDIST_CI_PACE", "1")  # as fast as the measuring machine: no slow day
     monkeypatch.setenv("CI", "1")
     return suite
 
@@ -133,6 +143,7 @@ def test_the_rotation_builds_fewer_wheels_where_ci_time_holds_only_those(
 
     broken_ep.makepyfile(test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"))
     monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")  # xnnpack-linux first
+    cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")  # built earlier in this run
     monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 60 * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-s", "-k", "not a_build")
     result.assert_outcomes(passed=3, deselected=1)
@@ -177,6 +188,7 @@ def test_the_rotations_pick_left_out_for_time_is_not_proven_not_failed(
     import time
 
     monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")  # xnnpack-linux first
+    cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")  # built earlier in this run
     monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - minutes_gone * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
     result.assert_outcomes(passed=2, skipped=1, deselected=1)
@@ -195,6 +207,7 @@ def test_the_rotation_builds_the_next_recipe_that_fits_when_the_first_does_not(
         test_slim=EP_WITH_PYTHONS.format(recipe="slim-linux"),
     )
     monkeypatch.setenv("GITHUB_SHA", "0123456789aacdef0123456789abcdef01234567")  # slim-linux first
+    cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")  # built earlier in this run
     monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 57 * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
     result.assert_outcomes(passed=3, skipped=1, deselected=1)
@@ -239,6 +252,46 @@ def test_the_rotation_covers_every_entry_over_successive_commits() -> None:
     assert all(sorted(rotation_order(f"{n:040x}")) == sorted(ROTATION) for n in range(8))
 
 
+MAIN_BUILD_TEST = """
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.main_build]
+
+def test_the_main_wheel():
+    pass
+"""
+
+
+def test_a_slow_machine_proves_the_slow_day_recipe_first_in_the_main_recipes_place(
+    broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twice as slow as the measuring machine: cpu-linux's cold build and tests (55 min there) would
+    need ~138 of the 85 left, so slim-linux is built first in its place, the main recipe's build
+    tests are left out and say why, and the rotation builds nothing (no time)."""
+    broken_ep.makepyfile(test_main=MAIN_BUILD_TEST, test_slim=EP_WITH_PYTHONS.format(recipe="slim-linux"))
+    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setenv("ORTDIST_CI_PACE", "2")
+    result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
+    result.assert_outcomes(passed=3, deselected=3)  # a_build (-k), the main build test, xnnpack-linux's
+    result.stdout.fnmatch_lines(
+        [
+            "*test_slim.py::test_the_ep_takes_the_conv PASSED*",
+            "*test_suite.py::test_another_build PASSED*",
+            "  cpu-linux * NOT PROVEN: 1 build test(s) left out on a slow machine (pace probe x2.00): its cold "
+            "build and tests need ~138 min (55 measured, x2.00, x1.25), 85 are left of CI's 90; slim-linux was "
+            "proven from cold in its place (1 passed)",
+            "  slim-linux * proven from cold (built in this run), in cpu-linux's place on a slow machine",
+            "  xnnpack-linux * NOT PROVEN: 1 test(s) deselected (no cached build tree)",
+        ]
+    )
+    assert "the rotation for commit" not in result.stdout.str()
+    # At the measuring machine's pace the main recipe is built and the rotation runs as usual.
+    monkeypatch.setenv("ORTDIST_CI_PACE", "1")
+    result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
+    result.assert_outcomes(passed=3, failed=1, skipped=1, deselected=1)
+    result.stdout.fnmatch_lines(["*test_main.py::test_the_main_wheel PASSED*", "  xnnpack-linux * FAILED*"])
+
+
 def test_a_recipe_asked_for_is_built_and_its_failure_reported(
     broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -258,9 +311,7 @@ def test_a_cached_recipe_is_proven_from_its_tree(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     suite.makepyfile(test_ep=BROKEN_EP.replace("assert False", "assert True"))
-    build = tmp_path / "cache" / "work" / "xnnpack-linux" / "build"
-    build.mkdir(parents=True)
-    (build / "libonnxruntime.so.1.21.0").write_bytes(b"")
+    cache_tree(tmp_path / "cache", "xnnpack-linux")
     monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))
     result = suite.runpytest_inprocess("--integration", "-k", "not a_build")
     result.assert_outcomes(passed=3, deselected=1)
