@@ -33,6 +33,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     pytester.makepyfile(test_suite=SUITE)
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("ORTDIST_COMPILER_CACHE", "sccache")  # as the README advises for runners
+    monkeypatch.setenv("ORTDIST_CI_PACE", "1")  # as fast as the measuring machine: no slow day, no probe
     return pytester
 
 
@@ -84,7 +85,6 @@ def broken_ep(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path:
     suite.makepyfile(test_ep=BROKEN_EP)
     monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))  # nothing cached
     monkeypatch.setenv("ORTDIST_PROJECT", str(CONFTEST.parents[1]))  # the recipes (pytester runs elsewhere)
-    monkeypatch.setenv("ORTDIST_CI_PACE", "1")  # as fast as the measuring machine: no slow day
     monkeypatch.setenv("CI", "1")
     return suite
 
@@ -137,14 +137,14 @@ def test_the_ep_takes_the_conv(ci_python):
 def test_the_rotation_builds_fewer_wheels_where_ci_time_holds_only_those(
     broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """60 minutes gone: 25 left would not hold xnnpack-linux's 20 with every Python at this run's
-    pace (x1.1 x 1.25 = 27), but holds it with the core's Python and 3.11 (16 x 1.1 x 1.25 = 22)."""
+    """62 minutes gone: 23 left would not hold xnnpack-linux's 20 with every Python at this run's
+    pace (x1.02 x 1.25 = 25.5), but holds it with the core's Python and 3.11 (10 x 1.02 x 1.25 = 12.7)."""
     import time
 
     broken_ep.makepyfile(test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"))
     monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")  # xnnpack-linux first
     cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")  # built earlier in this run
-    monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 60 * 60))
+    monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 62 * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-s", "-k", "not a_build")
     result.assert_outcomes(passed=3, deselected=1)
     result.stdout.fnmatch_lines(
@@ -170,14 +170,14 @@ def test_the_rotation_builds_fewer_wheels_where_ci_time_holds_only_those(
     [
         (
             85,
-            "0 min left of CI's 90, its build and tests need ~31 with Python 3.13, 3.11 alone (16 measured, "
-            "x1.5 for this run's pace, x1.25)",
-        ),
-        # 10 minutes would hold the measured 16 x 1.25 on the measuring machine; this run is 36% slower
-        (
-            75,
-            "10 min left of CI's 90, its build and tests need ~27 with Python 3.13, 3.11 alone (16 measured, "
+            "0 min left of CI's 90, its build and tests need ~17 with Python 3.13, 3.11 alone (10 measured, "
             "x1.4 for this run's pace, x1.25)",
+        ),
+        # 13 minutes would hold the measured 10 x 1.25 on the measuring machine; this run is 18% slower
+        (
+            72,
+            "13 min left of CI's 90, its build and tests need ~15 with Python 3.13, 3.11 alone (10 measured, "
+            "x1.2 for this run's pace, x1.25)",
         ),
     ],
 )
@@ -198,8 +198,8 @@ def test_the_rotations_pick_left_out_for_time_is_not_proven_not_failed(
 def test_the_rotation_builds_the_next_recipe_that_fits_when_the_first_does_not(
     broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The commit puts slim-linux first; 28 minutes left hold neither of its builds (31 with fewer
-    Pythons), so xnnpack-linux, next in the order, is built, with every Python (26)."""
+    """The commit puts slim-linux first; 28 minutes left hold neither of its builds (30 with fewer
+    Pythons), so xnnpack-linux, next in the order, is built, with every Python (25)."""
     import time
 
     broken_ep.makepyfile(
@@ -217,7 +217,7 @@ def test_the_rotation_builds_the_next_recipe_that_fits_when_the_first_does_not(
             "*test_slim.py::test_the_ep_takes_the_conv SKIPPED*",
             "*test_ep.py::test_the_ep_takes_the_conv PASSED*",
             "  slim-linux * NOT PROVEN: the rotation for 0123456789aa left it out: 28 min left of CI's 90, its "
-            "build and tests need ~31 with Python 3.13, 3.11 alone (24 measured, x1.0 for this run's pace, x1.25)",
+            "build and tests need ~30 with Python 3.13, 3.11 alone (24 measured, x1.0 for this run's pace, x1.25)",
             "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for 0123456789aa",
         ]
     )
@@ -265,8 +265,8 @@ def test_the_main_wheel():
 def test_a_slow_machine_proves_the_slow_day_recipe_first_in_the_main_recipes_place(
     broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Twice as slow as the measuring machine: cpu-linux's cold build and tests (55 min there) would
-    need ~138 of the 85 left, so slim-linux is built first in its place, the main recipe's build
+    """Twice as slow as the measuring machine: cpu-linux's cold build and tests (61 min there) would
+    need ~140 of the 85 left, so slim-linux is built first in its place, the main recipe's build
     tests are left out and say why, and the rotation builds nothing (no time)."""
     broken_ep.makepyfile(test_main=MAIN_BUILD_TEST, test_slim=EP_WITH_PYTHONS.format(recipe="slim-linux"))
     monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
@@ -278,7 +278,7 @@ def test_a_slow_machine_proves_the_slow_day_recipe_first_in_the_main_recipes_pla
             "*test_slim.py::test_the_ep_takes_the_conv PASSED*",
             "*test_suite.py::test_another_build PASSED*",
             "  cpu-linux * NOT PROVEN: 1 build test(s) left out on a slow machine (pace probe x2.00): its cold "
-            "build and tests need ~138 min (55 measured, x2.00, x1.25), 85 are left of CI's 90; slim-linux was "
+            "build and tests need ~140 min (61 measured, x2.00, x1.15), 85 are left of CI's 90; slim-linux was "
             "proven from cold in its place (1 passed)",
             "  slim-linux * proven from cold (built in this run), in cpu-linux's place on a slow machine",
             "  xnnpack-linux * NOT PROVEN: 1 test(s) deselected (no cached build tree)",
