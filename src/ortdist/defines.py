@@ -114,10 +114,12 @@ def cuda_defines(recipe: Recipe) -> dict[str, str]:
     }
 
 
-def source_eps(version: OrtVersion) -> tuple[str, ...]:
+def source_eps(version: OrtVersion, openmp: bool = True) -> tuple[str, ...]:
     """EPs whose libraries a toolchain with deps_from_source compiles from pinned sources: those
-    with dependency sources of their own in ort_versions.toml (`eps`)."""
-    return tuple(dict.fromkeys(ep for dep in version.deps for ep in dep.eps))
+    with dependency sources of their own in ort_versions.toml (`eps`); without ``openmp`` (a
+    compiler with no OpenMP runtime) not those whose sources need one."""
+    needing = {ep for dep in version.deps if dep.openmp and not openmp for ep in dep.eps}
+    return tuple(dict.fromkeys(ep for dep in version.deps for ep in dep.eps if ep not in needing))
 
 
 def selected_deps(

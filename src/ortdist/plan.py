@@ -250,14 +250,23 @@ def make_plan(
             fix='use execution_providers = ["cpu"] for this target',
         )
     # A toolchain that compiles its dependencies also provides each EP with pinned sources of its own.
-    from_source = source_eps(version) if toolchain.deps_from_source else ()
+    openmp = toolchain.compiler is None or toolchain.openmp is not None
+    from_source = source_eps(version, openmp) if toolchain.deps_from_source else ()
     offered = tuple(dict.fromkeys((*toolchain.available_eps, *from_source)))
     missing = [ep.name for ep in providers if ep.name not in offered]
     if missing:
+        without_openmp = [ep for ep in missing if toolchain.deps_from_source and ep in source_eps(version)]
         raise RecipeError(
-            f"toolchain {toolchain.name!r} has no libraries for execution provider(s) {', '.join(missing)}",
+            f"toolchain {toolchain.name!r} has no libraries for execution provider(s) {', '.join(missing)}"
+            + (
+                f" ({', '.join(without_openmp)}: its pinned sources need an OpenMP runtime, and the toolchain's "
+                "[compiler] has none)"
+                if without_openmp
+                else ""
+            ),
             where=f"recipe {recipe.name} key 'execution_providers'",
-            fix=f"{toolchain.name} provides: {', '.join(offered)}; or pick a toolchain that provides the EP",
+            fix=f"{toolchain.name} provides: {', '.join(offered)}; or pick a toolchain that provides the EP"
+            + (" (one with [openmp], such as portable-glibc2.17-openmp)" if without_openmp else ""),
         )
     glibc = toolchain.glibc_for(recipe.target)
     if recipe.features.packed_relocations and glibc and tuple(map(int, glibc.split("."))) < PACKED_RELOCATIONS_GLIBC:

@@ -139,6 +139,9 @@ class DependencySource:
     # the others only by toolchains with deps_from_source.
     always: bool = False
     eps: tuple[str, ...] = ()  # only builds with one of these EPs need it
+    # Its build needs the compiler's OpenMP runtime (oneDNN's CPU runtime): a toolchain whose
+    # [compiler] lacks one offers its EPs only with [openmp] (a root's own GCC has libgomp).
+    openmp: bool = False
     # Named by a toolchain define through {deps}/<name> rather than a FETCHCONTENT_SOURCE_DIR
     # (pybind11's sdist has CMake package files but no CMakeLists.txt).
     fetchcontent: bool = True

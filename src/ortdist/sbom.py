@@ -164,6 +164,20 @@ def make_sbom(inputs: SbomInputs, subject: Mapping[str, str]) -> dict[str, Any]:
                 "hashes": _hash(compiler.sha256),
             }
         )
+    openmp = plan.toolchain.openmp
+    if openmp is not None and any(dep.openmp for dep in plan.deps):  # linked in where a dependency needs it
+        components.append(
+            {
+                "type": "library",
+                "bom-ref": "source:libgomp",
+                "name": "libgomp",
+                "version": openmp.version,
+                "purl": _deb_purl(openmp.debian, openmp.version, openmp.suite, "source"),
+                "description": f"GCC's OpenMP runtime, built from {openmp.member} of {openmp.file} (Debian "
+                f"{openmp.suite}) into the compiler, linked statically into what needs it (oneDNN's EP library)",
+                "hashes": _hash(openmp.sha256),
+            }
+        )
     used = {ep.name for ep in plan.providers}
     components += [
         {

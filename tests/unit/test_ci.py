@@ -161,7 +161,15 @@ def test_every_recipe_has_a_job_on_the_runner_with_what_it_needs(project: Path) 
     assert rows["android-arm64"]["nox"] == 'ANDROID_NDK_HOME="$ANDROID_NDK_LATEST_HOME" python -m nox'
 
     # the recipes that build cp310-cp314
-    five = ("cpu-linux", "cuda-linux", "cuda13-linux", "slim-linux", "xnnpack-linux")
+    five = (
+        "cpu-linux",
+        "cuda-linux",
+        "cuda13-linux",
+        "dnnl-linux",
+        "slim-linux",
+        "xnnpack-dnnl-linux",
+        "xnnpack-linux",
+    )
     for name in five:
         assert rows[name]["nox"] == 'sudo -E "$pythonLocation/bin/python" -m nox'
         # setup-python installs the CPythons they take from the host (no Debian suite has them), nox's last

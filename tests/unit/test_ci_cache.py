@@ -176,9 +176,10 @@ def test_an_ep_change_changes_the_compiler_key_under_the_same_fallbacks(copy: Pa
     recipe = copy / "recipes" / "xnnpack-dnnl-linux.toml"
     edit(recipe, 'execution_providers = ["cpu", "xnnpack", "dnnl"]', 'execution_providers = ["cpu", "xnnpack"]')
     after = keys("xnnpack-dnnl-linux", copy)
-    assert changed(before, after) == {"compiler"}  # same toolchain, roots and patches (0007 still applies)
+    # Same toolchain and roots; oneDNN's pinned source and patch 0011 leave with the EP (0007 stays).
+    assert changed(before, after) == {"compiler", "sources"}
     prefix = after["compiler"][1][0]
-    assert prefix == f"ortdist/v1/ccache/{HOST}/debian-trixie/xnnpack-dnnl-linux/"
+    assert prefix == f"ortdist/v1/ccache/{HOST}/portable-glibc2.17-openmp/xnnpack-dnnl-linux/"
     assert before["compiler"][0].startswith(prefix) and after["compiler"][0].startswith(prefix)
 
 

@@ -116,21 +116,22 @@ def test_selected_deps_follow_toolchain_and_eps(project: Path, recipe_from: Call
     portable, trixie = load_toolchain(project, "portable-glibc2.17"), load_toolchain(project, "debian-trixie")
     xnnpack_family = {"googlexnnpack", "pthreadpool", "fxdiv", "fp16", "psimd"}
     cpu_only = {d.name for d in selected_deps(recipe, version, portable, (eps["cpu"],))}
-    assert len(cpu_only) == len(version.deps) - len(xnnpack_family)
+    assert len(cpu_only) == len(version.deps) - len(xnnpack_family) - 1  # and oneDNN
     assert not cpu_only & xnnpack_family and {"onnx", "protobuf", "mp11", "pybind11"} <= cpu_only
     with_xnnpack = {d.name for d in selected_deps(recipe, version, portable, (eps["cpu"], eps["xnnpack"]))}
     assert with_xnnpack == cpu_only | xnnpack_family
     with_dnnl = {d.name for d in selected_deps(recipe, version, portable, (eps["cpu"], eps["dnnl"]))}
-    assert with_dnnl == cpu_only
+    assert with_dnnl == cpu_only | {"onednn"}  # whether the toolchain can build it is the plan's check
     # debian-trixie: only `always`, whatever the EPs.
     assert [d.name for d in selected_deps(recipe, version, trixie, (eps["cpu"], eps["xnnpack"]))] == ["onnx"]
     xcode = load_toolchain(project, "macos-xcode")
     assert not xcode.has_root
     assert selected_deps(recipe, version, xcode, (eps["cpu"],)) == ()
     # An EP dependency that is also `always` still waits for its EP.
-    always_ep = dataclasses.replace(version.deps[-1], always=True)
+    (psimd,) = [d for d in version.deps if d.name == "psimd"]
+    always_ep = dataclasses.replace(psimd, always=True)
     assert always_ep.eps == ("xnnpack",)
-    forced = dataclasses.replace(version, deps=(*version.deps[:-1], always_ep))
+    forced = dataclasses.replace(version, deps=tuple(always_ep if d is psimd else d for d in version.deps))
     assert always_ep not in selected_deps(recipe, forced, trixie, (eps["cpu"],))
     assert always_ep in selected_deps(recipe, forced, trixie, (eps["cpu"], eps["xnnpack"]))
 
@@ -148,13 +149,17 @@ def test_in_root_substitutes_every_placeholder() -> None:
     assert in_root("{target}/usr") == "{target}/usr"  # a cross target's: substituted elsewhere
 
 
-def test_an_xnnpack_plan_on_trixie_gets_its_shims_not_its_sources(project: Path) -> None:
-    """On debian-trixie XNNPACK is Debian's libXNNPACK, found through the shims: no source trees."""
-    plan = plan_of(project, load_recipe(project / "recipes" / "xnnpack-dnnl-linux.toml"))
+def test_an_xnnpack_plan_on_trixie_gets_its_shims_not_its_sources(
+    project: Path, recipe_from: Callable[..., Recipe]
+) -> None:
+    """On debian-trixie XNNPACK and oneDNN are Debian's libraries, found through the shims and
+    oneDNN's CMake package: no source trees."""
+    plan = plan_of(project, recipe_from('execution_providers = ["cpu", "xnnpack", "dnnl"]\n'))
     assert plan.toolchain.name == "debian-trixie"
     assert [dep.name for dep in plan.deps] == ["onnx"]
     assert plan.cmake_defines["googlexnnpack_DIR"] == "/ortdist/shims/xnnpack"
-    assert "FETCHCONTENT_SOURCE_DIR_GOOGLEXNNPACK" not in plan.cmake_defines
+    assert plan.cmake_defines["dnnl_DIR"] == "/usr/lib/x86_64-linux-gnu/cmake/dnnl"
+    assert not {"FETCHCONTENT_SOURCE_DIR_GOOGLEXNNPACK", "FETCHCONTENT_SOURCE_DIR_ONEDNN"} & set(plan.cmake_defines)
 
 
 def test_an_xnnpack_plan_on_the_portable_toolchain_compiles_xnnpack_from_its_pinned_sources(project: Path) -> None:
@@ -185,13 +190,16 @@ def test_ep_switches_and_distribution_come_from_the_registry(project: Path, reci
 def test_ep_recipes_plan_their_ep_alone(project: Path) -> None:
     for name, ep, define, dist in (
         ("xnnpack-linux", "xnnpack", "FETCHCONTENT_SOURCE_DIR_PTHREADPOOL", "onnxruntime-xnnpack"),
-        ("dnnl-linux", "dnnl", "dnnl_DIR", "onnxruntime-dnnl"),
+        ("dnnl-linux", "dnnl", "FETCHCONTENT_SOURCE_DIR_ONEDNN", "onnxruntime-dnnl"),
     ):
         plan = plan_of(project, load_recipe(project / "recipes" / f"{name}.toml"))
         assert [p.name for p in plan.providers] == ["cpu", ep]
         assert define in plan.cmake_defines
         assert plan.distribution == dist
-        others = {"xnnpack": ("dnnl_DIR",), "dnnl": ("googlexnnpack_DIR", "FETCHCONTENT_SOURCE_DIR_PTHREADPOOL")}[ep]
+        others = {
+            "xnnpack": ("dnnl_DIR", "FETCHCONTENT_SOURCE_DIR_ONEDNN"),
+            "dnnl": ("dnnl_DIR", "googlexnnpack_DIR", "FETCHCONTENT_SOURCE_DIR_PTHREADPOOL"),
+        }[ep]
         assert not set(others) & set(plan.cmake_defines)
 
 

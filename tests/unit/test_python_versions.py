@@ -74,7 +74,7 @@ def test_an_extra_python_adds_the_binding_step(project: Path, recipe_from: Calla
     assert plan.python == ("3.13", "3.11")  # the root's own first: the main build's binding
     assert plan.extra_python == ("3.11",)
     assert plan.steps[plan.steps.index("build") + 1] == "binding"
-    single, _ = plan_for("dnnl-linux", project)
+    single, _ = plan_for("cpu-linux-gcc14-lto", project)
     assert "binding" not in single.steps and single.extra_python == ()
 
 

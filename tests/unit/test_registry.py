@@ -108,8 +108,11 @@ def test_ort_version_pins() -> None:
     assert (pybind11.filename, pybind11.fetchcontent) == ("pybind11-2.13.6.tar.gz", False)
     assert all(d.fetchcontent for d in v.deps if d.name != "pybind11")
     xnnpack_family = {"googlexnnpack", "pthreadpool", "fxdiv", "fp16", "psimd"}
-    assert {d.name for d in v.deps if d.eps} == xnnpack_family
-    assert all(d.eps == ("xnnpack",) for d in v.deps if d.eps)
+    assert {d.name for d in v.deps if d.eps} == xnnpack_family | {"onednn"}
+    assert all(d.eps == ("xnnpack",) for d in v.deps if d.eps and d.name != "onednn")
+    # oneDNN (the DNNL EP): Debian's 3.7.2 orig, built on the compiler's OpenMP runtime.
+    assert deps["onednn"].eps == ("dnnl",) and deps["onednn"].openmp
+    assert [d.name for d in v.deps if d.openmp] == ["onednn"]
     # Every Debian pin names the suite whose index lists it (the SBOM's purl says which).
     assert all(d.suite in {"trixie", "forky"} for d in v.deps if d.debian)
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import zipfile
@@ -18,7 +19,11 @@ from ortdist.wheel.record import add_to_dist_info
 
 
 def recipe_plan(project: Path, name: str = "dnnl-linux") -> BuildPlan:
+    """The recipe's plan; dnnl-linux on debian-trixie (Debian's oneDNN, grafted by the repair), the
+    kind of build whose SBOM names root packages and bundled libraries."""
     recipe = load_recipe(project / "recipes" / f"{name}.toml")
+    if name == "dnnl-linux":
+        recipe = dataclasses.replace(recipe, toolchain="debian-trixie")
     return make_plan(
         recipe,
         load_toolchain(project, recipe.toolchain),
@@ -64,7 +69,7 @@ def test_sbom_names_source_patches_packages_recipe_and_bundled_libraries(project
     source = refs["source:onnxruntime"]
     assert source["hashes"] == [{"alg": "SHA-256", "content": "32df" * 16}]
     patch_urls = [p["diff"]["url"] for p in source["pedigree"]["patches"]]
-    assert patch_urls[-1] == "patches/1.21.0/0005-python-binding-in-minimal-builds.patch"
+    assert patch_urls[-1] == "patches/1.21.0/0011-dnnl-onednn-from-source-static-openmp.patch"  # eps=dnnl
     series = read_series(project / "patches" / "1.21.0", {"cpu"})
     for p in series:
         assert refs[f"patch:{p.name}"]["hashes"][0]["content"] == p.sha256
@@ -96,7 +101,7 @@ def test_summary_reads_back_what_inspect_prints(project: Path) -> None:
     assert facts["recipe"] == "dnnl-linux"
     assert facts["execution_providers"] == ["cpu", "dnnl"]
     assert facts["source"]["sha256"] == "32df" * 16
-    assert len(facts["source"]["patches"]) == 5
+    assert len(facts["source"]["patches"]) == 6
     assert facts["bundled"] == [
         {"file": "onnxruntime_dnnl.libs/libdnnl-565aea08.so.3.7", "from": "libdnnl3.7 3.7.2+ds-1"}
     ]
@@ -232,6 +237,26 @@ def test_a_portable_build_names_its_compiler(project: Path) -> None:
     assert "GCC 11.2.0" in compiler["description"] and "glibc 2.17 sysroot" in compiler["description"]
     shown = sbom.summary(doc)["compiler"]
     assert shown.startswith("ppbt 0.1.8: GCC 11.2.0") and "glibc 2.17" in shown
+
+
+def test_a_portable_onednn_build_lists_onednn_and_the_openmp_runtime_it_links_in(project: Path) -> None:
+    """dnnl-linux on portable-glibc2.17-openmp compiles oneDNN from its pinned orig and links the
+    libgomp built from GCC's source into its EP library: both are components, with their hashes."""
+    recipe = load_recipe(project / "recipes" / "dnnl-linux.toml")
+    toolchain = load_toolchain(project, recipe.toolchain)
+    assert toolchain.openmp is not None
+    plan = make_plan(recipe, toolchain, read_series(project / "patches" / "1.21.0", {"cpu", "dnnl"}))
+    refs = {c["bom-ref"]: c for c in sbom.make_sbom(inputs(project, plan=plan), SUBJECT)["components"]}
+    assert refs["source:onednn"]["purl"] == "pkg:deb/debian/onednn@3.7.2%2Bds?arch=source&distro=trixie"
+    gomp = refs["source:libgomp"]
+    assert gomp["purl"] == "pkg:deb/debian/gcc-11@11.3.0?arch=source&distro=bookworm"
+    assert gomp["hashes"] == [{"alg": "SHA-256", "content": toolchain.openmp.sha256}]
+    cpu = make_plan(
+        load_recipe(project / "recipes" / "xnnpack-linux.toml"), toolchain, read_series(project / "patches" / "1.21.0")
+    )  # the same toolchain, no EP that needs OpenMP: nothing of libgomp is linked, none is listed
+    assert "source:libgomp" not in {
+        c["bom-ref"] for c in sbom.make_sbom(inputs(project, plan=cpu), SUBJECT)["components"]
+    }
 
 
 def test_a_debian_trixie_build_lists_only_what_it_compiled(project: Path) -> None:

@@ -47,7 +47,7 @@ _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 # What the sysroot is made from: its digest names the cached root (the Python picks the tools
 # venv's interpreter). components and ep_wheels count only where set, so older roots keep their name.
 _ROOT_KEYS = ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
-_ROOT_KEYS_IF_SET = ("components", "ep_wheels", "ep_links", "ep_files", "compiler")
+_ROOT_KEYS_IF_SET = ("components", "ep_wheels", "ep_links", "ep_files", "compiler", "openmp")
 # Not in either digest: what runs after the build, in roots of its own, or checks its outputs
 # (see _digest_input).
 _UNDIGESTED = ("compat", "promise")
@@ -112,6 +112,7 @@ def _declared_in(chain: list[tuple[Path, dict[str, Any]]]) -> dict[str, str]:
         for ep, table in data.get("ep_cmake", {}).items():
             out.update({dotted(dotted("ep_cmake", ep), key): path.stem for key in table})
         out.update({dotted("cross", triple): path.stem for triple in data.get("cross", {})})
+        out.update({"openmp": path.stem} if "openmp" in data else {})
     return out
 
 
@@ -309,6 +310,18 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
             where=where(str(path) + where_all, "glibc"),
             fix="the output runs on the compiler's sysroot glibc and newer: state the same version in both",
         )
+    if tc.openmp is not None and tc.compiler is None:
+        raise RecipeError(
+            "[openmp] builds libgomp for the toolchain's [compiler], and there is none",
+            where=where(str(path) + where_all, "openmp"),
+            fix="add a [compiler] (or extend a toolchain with one), or drop [openmp]: a root's own GCC has libgomp",
+        )
+    if tc.openmp is not None and not _SHA256.match(tc.openmp.sha256):
+        raise RecipeError(
+            "[openmp] must state the orig tarball's sha256 (64 lowercase hex digits)",
+            where=where(str(path) + where_all, "openmp.sha256"),
+            fix="the sha256 Debian's Sources index lists for the file",
+        )
     for table, entries in (("ep_links", tc.ep_links), ("ep_files", tc.ep_files)):
         for ep, paths in entries.items():
             if ep not in tc.ep_wheels:
@@ -410,6 +423,7 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         extra_python=MappingProxyType(_extra_pythons(files, tc.python)),
         declared_in=MappingProxyType(_declared_in(chain)),
         compiler=tc.compiler,
+        openmp=tc.openmp,
         deps_from_source=tc.deps_from_source,
         compat=tc.compat,
         system_libraries=tc.promise.system_libraries,

@@ -95,6 +95,21 @@ class EpPip:
 
 
 @dataclass(frozen=True, kw_only=True)
+class OpenMP:
+    """[openmp]: GCC's OpenMP runtime for a compiler wheel that lacks it (ppbt has no
+    libgomp): libgomp is built from GCC's pinned source in the root with that compiler, against its
+    sysroot, and installed into the compiler's own directories (a PIC libgomp.a, its spec file and
+    omp.h), so -fopenmp links it statically and nothing is shipped beside the output."""
+
+    debian: str  # the Debian source package whose orig tarball holds GCC's source (gcc-11)
+    suite: str  # the suite whose Sources index lists the file and hash
+    file: str  # the orig tarball
+    sha256: str
+    member: str  # the GCC source tarball inside it (Debian's orig wraps the dfsg tarball)
+    version: str  # GCC's version: libgomp's ABI must cover what the compiler emits (same major)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Compiler:
     """[compiler]: a C/C++ toolchain from a PyPI wheel, unpacked into the build root at {compiler}
     (the [cmake] defines name its programs and sysroot through that placeholder)."""
@@ -167,6 +182,7 @@ class ToolchainFile:
     ep_pip: Mapping[str, EpPip] = field(default_factory=_empty)
     extends: str = ""
     compiler: Compiler | None = None
+    openmp: OpenMP | None = None
     # Every dependency of ORT_versions.toml [deps] is compiled from its pinned source (else only
     # those marked `always`; the root's -dev packages serve the rest).
     deps_from_source: bool = False
@@ -211,6 +227,7 @@ class ToolchainSpec:
     # Along ``extends``: the toolchain whose file states a define ("ep_cmake.cuda.X" -> "cuda12").
     declared_in: Mapping[str, str] = field(default_factory=_empty)
     compiler: Compiler | None = None
+    openmp: OpenMP | None = None
     deps_from_source: bool = False
     compat: Mapping[str, CompatRoot] = field(default_factory=_empty)
     system_libraries: tuple[str, ...] = ()  # [promise]
@@ -285,6 +302,7 @@ __all__ = [
     "Compiler",
     "CrossTarget",
     "EpPip",
+    "OpenMP",
     "OtherPython",
     "PinnedWheel",
     "Promise",

@@ -220,7 +220,7 @@ def test_a_wheel_lacking_a_grafted_library_fails_naming_it(
 def test_the_probe_loads_the_provider_libraries_whose_dependencies_the_wheel_must_carry(make_env: MakeEnv) -> None:
     """oneDNN's EP library (nothing of it excluded from the wheel) must load in the clean root; a
     CPU-only wheel has none, and CUDA's needs NVIDIA's runtime, which the clean root lacks by design."""
-    env = ready(make_env("dnnl-linux"))
+    env = ready(make_env("dnnl-linux", python=("3.13",)))
     env.runner.on("probe.py", probe(DNNL_GOOD))
     out = check.run(env.ctx, env.state)
     assert f"probe.py model.onnx data.npz result.json 1e-05 {DNNL}" in env.only("probe.py").argv[2]
@@ -234,7 +234,7 @@ def test_the_probe_loads_the_provider_libraries_whose_dependencies_the_wheel_mus
 
 
 def test_a_provider_library_the_probe_did_not_report_fails(make_env: MakeEnv) -> None:
-    env = ready(make_env("dnnl-linux"))
+    env = ready(make_env("dnnl-linux", python=("3.13",)))
     env.runner.on("probe.py", probe({**DNNL_GOOD, "provider_libraries": {}}))
     with pytest.raises(CheckError, match=f"{DNNL}: the probe did not load it"):
         check.run(env.ctx, env.state)

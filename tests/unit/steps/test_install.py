@@ -124,7 +124,7 @@ def test_a_portable_library_needing_more_than_glibc_is_not_archived(make_env: Ma
 
 
 def test_a_debian_trixie_library_links_the_roots_libraries_by_design(make_env: MakeEnv) -> None:
-    env = ready(make_env("dnnl-linux"))
+    env = ready(make_env("cpu-linux-gcc14-lto"))
     needs = ("libre2.so.11", "libstdc++.so.6", "libc.so.6")
     env.runner.on("cmake --install", installs_needing(needs, {"libc.so.6": ("GLIBC_2.38",)}))
     install.run(env.ctx, env.state)  # an archive for Debian trixie: not held to a portable promise

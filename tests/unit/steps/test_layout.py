@@ -65,7 +65,7 @@ def test_binds_mount_every_tree_and_the_roots_extras_read_only(make_env: MakeEnv
 def test_a_debian_trixie_layout_binds_its_shims_read_only(make_env: MakeEnv, tmp_path: Path) -> None:
     """debian-trixie finds the root's libraries through cmake-shims/: bound read-only; only onnx's
     source tree is bound."""
-    env = make_env("dnnl-linux")
+    env = make_env("cpu-linux-gcc14-lto")
     binds = env.layout.binds(Roots(build=tmp_path / "b"))
     shims = [b for b in binds if str(b.inside).startswith("/ortdist/shims/")]
     assert shims, "debian-trixie has shims"

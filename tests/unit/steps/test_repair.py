@@ -124,11 +124,11 @@ def test_a_wheel_tagged_for_a_newer_glibc_than_the_toolchain_promises_is_refused
 
 def test_a_debian_trixie_wheel_may_need_its_roots_glibc(make_env: MakeEnv) -> None:
     """debian-trixie promises only its own glibc 2.41: manylinux_2_39 is what its wheels get."""
-    env = ready(make_env("dnnl-linux"), platform=NEWER_TAG)
+    env = ready(make_env("cpu-linux-gcc14-lto"), platform=NEWER_TAG)
     assert env.plan.toolchain.glibc == "2.41"
     out = repair.run(env.ctx, env.state)
-    assert out.wheels["3.13"].name == f"onnxruntime_dnnl-1.21.0-cp313-cp313-{NEWER_TAG}.whl"
-    env = ready(make_env("dnnl-linux"), platform="manylinux_2_42_x86_64")
+    assert out.wheels["3.13"].name == f"onnxruntime-1.21.0-cp313-cp313-{NEWER_TAG}.whl"
+    env = ready(make_env("cpu-linux-gcc14-lto"), platform="manylinux_2_42_x86_64")
     with pytest.raises(PackageError, match=r"glibc 2\.42, newer than the 2\.41 toolchain debian-trixie"):
         repair.run(env.ctx, env.state)
 

@@ -35,6 +35,7 @@ from .names import (
     python_overlay_name,
     target_root_name,
 )
+from .openmp import install_openmp
 from .overlays import copy_host_python, unpack_debian_python
 from .verify import dpkg_mismatches, has_dpkg_sums, root_exclude
 from .wheels import download_python_tools, install_compiler, install_ep_wheels
@@ -285,6 +286,7 @@ class DebianSysroot:
             install_tools(tmp)
             install_ep_wheels(self.spec, cache, tmp, log)
             install_compiler(self.spec, cache, tmp, log)
+            install_openmp(self.spec, cache, tmp, log, self.wrap)
 
         return self.make_root(self._debootstrapped(self.build_root_path(cache), self.spec.all_packages(), log, finish))
 
