@@ -111,11 +111,7 @@ def unpack_dependency(archive: Path, dest: Path, subdir: str = "") -> None:
                     )
                 extract_all(tar, tmp, archive.name, wanted)
         except (tarfile.TarError, OSError, EOFError) as exc:
-            raise SourceError(
-                f"cannot unpack {archive.name}: {exc}",
-                where=str(archive),
-                fix="delete the file from the cache so it is fetched again",
-            ) from exc
+            raise unpack_error(archive.name, archive, exc) from exc
         tops = list(tmp.iterdir())
         if len(tops) != 1:
             raise SourceError(
@@ -124,6 +120,13 @@ def unpack_dependency(archive: Path, dest: Path, subdir: str = "") -> None:
                 fix="name the dependency's whole tree (no `subdir`) or a file with a single top directory",
             )
         tops[0].rename(dest)
+
+
+def unpack_error(what: str, archive: Path, exc: BaseException) -> SourceError:
+    """A cached archive that would not unpack: corrupt or cut short, so fetch it again."""
+    return SourceError(
+        f"cannot unpack {what}: {exc}", where=str(archive), fix="delete the file from the cache so it is fetched again"
+    )
 
 
 def _below(name: str, subdir: str) -> bool:
@@ -257,11 +260,7 @@ def unpack(archive: Path, dest: Path) -> None:
             with tarfile.open(archive) as tar:
                 extract_all(tar, tmp, archive.name)
         except (tarfile.TarError, OSError, EOFError) as exc:
-            raise SourceError(
-                f"cannot unpack {archive.name}: {exc}",
-                where=str(archive),
-                fix="delete the file from the cache so it is fetched again",
-            ) from exc
+            raise unpack_error(archive.name, archive, exc) from exc
         entries = list(tmp.iterdir())
         if len(entries) == 1 and entries[0].is_dir():
             entries[0].rename(dest)

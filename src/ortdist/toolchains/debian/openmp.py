@@ -139,11 +139,7 @@ def unpack_gcc_tree(archive: Path, member: str, dest: Path) -> None:
             with tarfile.open(fileobj=inner_file, mode="r|*") as inner:
                 sources.extract_all(inner, dest, member, _wanted(inner, found))
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise SourceError(
-            f"cannot unpack {member} of {archive.name}: {exc}",
-            where=str(archive),
-            fix="delete the file from the cache so it is fetched again",
-        ) from exc
+        raise sources.unpack_error(f"{member} of {archive.name}", archive, exc) from exc
     missing = [p for p in GCC_TREE if p not in found]
     if missing:
         raise SourceError(
