@@ -250,8 +250,7 @@ def make_plan(
             fix='use execution_providers = ["cpu"] for this target',
         )
     # A toolchain that compiles its dependencies also provides each EP with pinned sources of its own.
-    openmp = toolchain.compiler is None or toolchain.openmp is not None
-    from_source = source_eps(version, openmp) if toolchain.deps_from_source else ()
+    from_source = source_eps(version, toolchain.has_openmp) if toolchain.deps_from_source else ()
     offered = tuple(dict.fromkeys((*toolchain.available_eps, *from_source)))
     missing = [ep.name for ep in providers if ep.name not in offered]
     if missing:

@@ -298,12 +298,22 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
                     where=str(path) + where_all,
                     fix="one root holds one copy of a wheel: pin the same version and sha256 in both",
                 )
-    if tc.compiler is not None and not _SHA256.match(tc.compiler.sha256):
-        raise RecipeError(
-            "[compiler] must state the wheel's sha256 (64 lowercase hex digits)",
-            where=where(str(path) + where_all, "compiler.sha256"),
-            fix="the sha256 PyPI lists for the wheel file (`pip download` then `sha256sum`)",
-        )
+    pins = (
+        (
+            "compiler",
+            tc.compiler,
+            "the wheel's",
+            "the sha256 PyPI lists for the wheel file (`pip download` then `sha256sum`)",
+        ),
+        ("openmp", tc.openmp, "the orig tarball's", "the sha256 Debian's Sources index lists for the file"),
+    )
+    for table, pin, what, fix in pins:
+        if pin is not None and not _SHA256.match(pin.sha256):
+            raise RecipeError(
+                f"[{table}] must state {what} sha256 (64 lowercase hex digits)",
+                where=where(str(path) + where_all, f"{table}.sha256"),
+                fix=fix,
+            )
     if tc.compiler is not None and tc.glibc != tc.compiler.glibc:
         raise RecipeError(
             f"glibc = {tc.glibc!r} but [compiler] has a glibc {tc.compiler.glibc} sysroot",
@@ -315,12 +325,6 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
             "[openmp] builds libgomp for the toolchain's [compiler], and there is none",
             where=where(str(path) + where_all, "openmp"),
             fix="add a [compiler] (or extend a toolchain with one), or drop [openmp]: a root's own GCC has libgomp",
-        )
-    if tc.openmp is not None and not _SHA256.match(tc.openmp.sha256):
-        raise RecipeError(
-            "[openmp] must state the orig tarball's sha256 (64 lowercase hex digits)",
-            where=where(str(path) + where_all, "openmp.sha256"),
-            fix="the sha256 Debian's Sources index lists for the file",
         )
     for table, entries in (("ep_links", tc.ep_links), ("ep_files", tc.ep_files)):
         for ep, paths in entries.items():

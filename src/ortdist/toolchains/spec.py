@@ -233,6 +233,12 @@ class ToolchainSpec:
     system_libraries: tuple[str, ...] = ()  # [promise]
 
     @property
+    def has_openmp(self) -> bool:
+        """Whether its compiler links OpenMP: a root's own GCC ships libgomp; a [compiler] wheel
+        only with [openmp]."""
+        return self.compiler is None or self.openmp is not None
+
+    @property
     def has_root(self) -> bool:
         """Its builds run inside a root, at the fixed /ortdist paths; else on the runner itself
         (data/toolchain_kinds.toml)."""

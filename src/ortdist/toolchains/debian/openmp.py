@@ -100,7 +100,7 @@ def build_script(spec: ToolchainSpec) -> str:
             f"cd {WORK}",
             "mkdir build && cd build",
             'CC="$cc" CFLAGS="-O2 -g0 -fPIC $flags" ../src/libgomp/configure --host=x86_64-linux-gnu '
-            "--build=x86_64-linux-gnu --target=x86_64-linux-gnu --prefix=/tmp/ortdist-openmp/install "
+            f"--build=x86_64-linux-gnu --target=x86_64-linux-gnu --prefix={WORK}/install "
             "--disable-multilib --with-pic --enable-static --disable-shared --disable-nls --disable-werror "
             "> configure.log 2>&1 || { tail -40 configure.log; exit 1; }",
             'make -j"$(nproc)" > make.log 2>&1 || { tail -40 make.log; exit 1; }',
