@@ -75,16 +75,17 @@ def pip_download_argv(dest: Path, python: str, requirements: Sequence[str], arch
     return [*argv, *requirements]
 
 
-def pinned_wheel(dest: Path, dist: str, version: str, sha256: str, python: str, fix: str) -> Path:
+def pinned_wheel(dest: Path, dist: str, version: str, sha256: str, python: str, fix: str, arch: str = "x86_64") -> Path:
     """``dist==version`` from PyPI into ``dest`` (once), checked by pip (--require-hashes) and again
-    here; ``fix`` says where the pin lives when the download does not match it."""
+    here; ``fix`` says where the pin lives when the download does not match it. ``arch``: the Linux
+    machine the wheel is for (a cross compiler's sysroot wheel is the target's)."""
     dest.mkdir(parents=True, exist_ok=True)
     requirement = dest / "requirement.txt"
     requirement.write_text(f"{dist}=={version} --hash=sha256:{sha256}\n", encoding="utf-8")
     wheels = sorted(dest.glob("*.whl"))
     if not wheels:
         run.capture(
-            [*pip_download_argv(dest, python, []), "--no-deps", "--require-hashes", "-r", str(requirement)],
+            [*pip_download_argv(dest, python, [], arch), "--no-deps", "--require-hashes", "-r", str(requirement)],
             error=ToolchainError,
             what=f"downloading {dist}=={version} from PyPI (sha256 pinned)",
         )

@@ -253,6 +253,7 @@ def test_the_workflow_restores_and_saves_each_entry_of_each_job(project: Path) -
     # hosted runners cache; self-hosted GPU runners keep their own disk; plan-only jobs build nothing
     assert [name for name in RECIPES if rows[name]["cache"]] == [
         "cpu-linux",
+        "cpu-linux-aarch64",
         "cpu-linux-gcc14-lto",
         "dnnl-linux",
         "slim-c-linux-aarch64",

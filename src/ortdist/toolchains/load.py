@@ -320,6 +320,16 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
             where=where(str(path) + where_all, "glibc"),
             fix="the output runs on the compiler's sysroot glibc and newer: state the same version in both",
         )
+    known = registry.targets()
+    compiler_arch = tc.compiler.arch if tc.compiler is not None else ""
+    other_arch = [t for t in tc.targets if compiler_arch and t in known and known[t].arch != compiler_arch]
+    if other_arch:
+        raise RecipeError(
+            f"[compiler] is for {compiler_arch}, but target {other_arch[0]} is {known[other_arch[0]].arch}",
+            where=where(str(path) + where_all, "compiler.arch"),
+            fix="its sysroot and runtime libraries are what every target links: one toolchain file per "
+            "machine (state arch = the wheel's platform machine, or narrow targets)",
+        )
     if tc.openmp is not None and tc.compiler is None:
         raise RecipeError(
             "[openmp] builds libgomp for the toolchain's [compiler], and there is none",

@@ -120,6 +120,9 @@ class Compiler:
     archive: str  # the toolchain tarball inside the wheel; its one top directory becomes {compiler}
     description: str  # what it is, for the SBOM: compiler, binutils and C library versions
     glibc: str  # the C library of its sysroot: the oldest glibc its output runs on
+    # The machine its sysroot and runtime libraries are for (the wheel's platform tag): a cross
+    # target's, where the root's clang compiles with them (ppbt's aarch64 programs cannot run there).
+    arch: str = "x86_64"
     # Symlinks made inside {compiler}: relative path -> a path of the build root.
     links: Mapping[str, str] = field(default_factory=_empty)
 

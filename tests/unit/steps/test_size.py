@@ -202,3 +202,18 @@ def test_what_the_compilers_own_archives_give_the_library_is_one_component(make_
         {"component": "unattributed", "bytes": 64},
         {"component": size.RUNTIME_COMPONENT, "bytes": 48},
     ]
+
+
+def test_a_clang_cross_compiler_is_asked_for_the_targets_runtime_archives(make_env: MakeEnv) -> None:
+    """clang finds the aarch64 libstdc++.a it linked only with the build's target, sysroot and
+    --gcc-toolchain; a GCC (cpu-linux) is asked as before, so its size step's command is unchanged."""
+    env = ready(make_env("cpu-linux-aarch64"), strip=True)
+    env.runner.on("/bin/sh -ec", measures)
+    size.run(env.ctx, env.state)
+    script = env.only("/bin/sh -ec").argv[2]
+    query = (
+        "/usr/bin/clang++ --target=aarch64-linux-gnu --sysroot=/opt/ortdist-compiler/aarch64-linux-gnu/sysroot "
+        "--gcc-toolchain=/opt/ortdist-compiler -idirafter /opt/ortdist-compiler/python-multiarch"
+    )
+    assert f'"$({query} -print-file-name=libstdc++.a)" > runtime-0.nm' in script
+    assert "aarch64-linux-gnu-strip --strip-all" in script

@@ -38,7 +38,14 @@ def download_ep_wheels(spec: ToolchainSpec, cache: Cache) -> dict[str, Path]:
 
 
 def pinned_wheel(
-    spec: ToolchainSpec, cache: Cache, dist: str, version: str, sha256: str, python: str, table: str
+    spec: ToolchainSpec,
+    cache: Cache,
+    dist: str,
+    version: str,
+    sha256: str,
+    python: str,
+    table: str,
+    arch: str = "x86_64",
 ) -> Path:
     """A wheel pinned in the toolchain file, keyed by the pin itself: a changed pin downloads afresh
     instead of failing on the old file."""
@@ -49,6 +56,7 @@ def pinned_wheel(
         sha256,
         python or spec.python[0],
         fix=f"check {table} in toolchains/{spec.name}.toml against PyPI's file list",
+        arch=arch,
     )
 
 
@@ -57,7 +65,9 @@ def install_compiler(spec: ToolchainSpec, cache: Cache, root: Path, log: TextIO)
     compiler = spec.compiler
     if compiler is None:
         return
-    wheel = pinned_wheel(spec, cache, compiler.wheel, compiler.version, compiler.sha256, "", "[compiler]")
+    wheel = pinned_wheel(
+        spec, cache, compiler.wheel, compiler.version, compiler.sha256, "", "[compiler]", arch=compiler.arch
+    )
     dest = root / IN_ROOT_COMPILER.relative_to("/")
     print(f"ortdist: unpacking {compiler.archive} of {wheel.name} into {IN_ROOT_COMPILER}", file=log)
     with zipfile.ZipFile(wheel) as archive:
