@@ -40,13 +40,15 @@ class VenvCommands:
 def venv_commands(python: str, venv: str, emulator: str = "", target: str = "") -> VenvCommands:
     """Native: the usual. Emulated (another CPU, no binfmt handler): every process of the target's
     Python must be started through the emulator, so the venv is made without pip (ensurepip would
-    exec the new interpreter directly) and pip runs from the target's own pip wheel."""
+    exec the new interpreter directly) and pip runs from the target's own pip wheel. ``python``: a
+    program of the target root's /usr/bin, or an absolute path (another CPython for the target)."""
     if not emulator:
         return VenvCommands(f"{python} -m venv {venv}", f"{venv}/bin/python -m pip", f"{venv}/bin/python")
     run = f"{emulator} -L {target}"
     pip_wheel = f"$(ls {target}/usr/share/python-wheels/pip-*.whl | head -n1)/pip"
+    interpreter = python if python.startswith("/") else f"{target}/usr/bin/{python}"
     return VenvCommands(
-        f"{run} {target}/usr/bin/{python} -m venv --without-pip {venv}",
+        f"{run} {interpreter} -m venv --without-pip {venv}",
         f"{run} {venv}/bin/python {pip_wheel}",
         f"{run} {venv}/bin/python",
     )

@@ -66,6 +66,15 @@ class BuildPlan:
         return tuple(v for v in self.python if v not in self.toolchain.python)
 
     @property
+    def python_not_run(self) -> tuple[str, ...]:
+        """Versions whose wheel no interpreter here can run: a cross target's CPython that no
+        reachable archive ships, compiled against the host's headers (toolchains/debian/overlays.py);
+        their wheels are checked from their ELF files, and the manifest says they were not run."""
+        if not self.toolchain.python_target:
+            return ()
+        return tuple(v for v in self.extra_python if self.toolchain.extra_python[v].source == "host")
+
+    @property
     def reduced(self) -> bool:
         return self.recipe.reduce.enabled
 
@@ -157,6 +166,7 @@ class BuildPlan:
             "python": list(self.python),
             # Only when --python chose a subset: an unchanged plan keeps its digest (and its reuse).
             **({"python_not_built": list(self.python_not_built)} if self.python_not_built else {}),
+            **({"python_not_run": list(self.python_not_run)} if self.python_not_run else {}),
             "wheel_repair": self.wheel_repair or None,
             "repair_excludes": list(self.repair_excludes),
             "strip": self.strip,
@@ -293,10 +303,10 @@ def make_plan(
             where=where,
             fix=f"add {toolchain.python[0]!r}" + (" to --python" if not_built else ""),
         )
-    if extra and toolchain.is_cross(recipe.target):
+    if extra and toolchain.is_cross(recipe.target) and toolchain.python_target != recipe.target:
         raise RecipeError(
             f"Python {', '.join(extra)} is unpacked for the build machine only; a cross target gets the "
-            f"root's own ({', '.join(toolchain.python)})",
+            f"root's own ({', '.join(toolchain.python)}), unless its toolchain builds for that target alone",
             where=where,
             fix=f"use python = {list(toolchain.python)}",
         )

@@ -275,6 +275,23 @@ def manylinux_levels() -> dict[str, ManylinuxLevel]:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class PyconfigMachine:
+    """pyconfig.toml: the pyconfig.h macros CPython's configure sets differently on this machine."""
+
+    arch: str = field(metadata=KEY)
+    defined: tuple[str, ...] = ()
+    undefined: tuple[str, ...] = ()
+    values: dict[str, str] = field(default_factory=dict)
+
+
+@functools.cache
+def pyconfig_machines() -> dict[str, PyconfigMachine]:
+    return convert_table(
+        PyconfigMachine, load_data("pyconfig.toml"), origin=data_origin("pyconfig.toml"), error=DataError
+    )
+
+
 @functools.cache
 def toolchain_kinds() -> dict[str, ToolchainKind]:
     return parse_toolchain_kinds(load_data("toolchain_kinds.toml"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,10 @@ from ortdist.errors import RecipeError, ToolchainError
 from ortdist.paths import Cache
 from ortdist.project import plan_for
 from ortdist.toolchains import load_toolchain
-from ortdist.toolchains.debian import wheels
+from ortdist.toolchains.debian import sysroot, wheels
 from ortdist.toolchains.debian.names import build_root_name
+from ortdist.toolchains.debian.overlays import retarget_pyconfig, unpack_debian_python
+from ortdist.toolchains.debian.sysroot import DebianSysroot
 
 AARCH64 = "portable-glibc2.17-aarch64"
 TRIPLE = "aarch64-unknown-linux-gnu"
@@ -59,7 +62,7 @@ def test_cpu_linux_aarch64_compiles_with_clang_for_the_target_and_links_the_runt
     assert plan.define_sources["CMAKE_CXX_COMPILER"] == f"toolchain {AARCH64} [cross.{TRIPLE}.cmake]"
     # The compat roots are x86_64 debootstraps: the emulated clean-root check proves the wheel.
     assert "compat" not in plan.steps and {"wheel", "repair", "check", "install"} <= set(plan.steps)
-    assert plan.python == ("3.13",)
+    assert plan.python[0] == "3.13"  # the target root's own: the main build's binding
     # The same patched source as cpu-linux: the series is not target-specific.
     assert plan.source_key == plan_for("cpu-linux", project)[0].source_key
 
@@ -93,3 +96,109 @@ def test_the_compiler_wheel_is_downloaded_for_its_own_machine(
     assert f"ppbt==0.1.8 --hash=sha256:{spec.compiler.sha256 if spec.compiler else ''}" in (
         next((tmp_path / "cache").rglob("requirement.txt")).read_text()
     )
+
+
+# --- cp310-cp314 for the target: Debian's arm64 CPythons, or the host's headers retargeted -----------
+def test_the_targets_other_pythons_are_planned_and_the_unreachable_ones_are_not_run(project: Path) -> None:
+    plan, _ = plan_for("cpu-linux-aarch64", project)
+    assert plan.toolchain.python_target == TRIPLE
+    assert plan.python == ("3.13", "3.10", "3.11", "3.12", "3.14") and "binding" in plan.steps
+    assert plan.python_not_run == ("3.10", "3.12")  # no aarch64 CPython of these is reachable offline
+    assert plan.summary()["python_not_run"] == ["3.10", "3.12"]
+    # A toolchain that also builds for the build machine keeps its other CPythons for that machine.
+    assert load_toolchain(project, "debian-trixie").python_target == ""
+    assert plan_for("cpu-linux", project)[0].python_not_run == ()
+
+
+PYCONFIG = """/* pyconfig.h.  Generated from pyconfig.h.in by configure.  */
+#define HAVE_GCC_ASM_FOR_X64 1
+#define HAVE_GCC_ASM_FOR_X87 1
+/* #undef HAVE_USABLE_WCHAR_T */
+#define PY_SUPPORT_TIER 1
+#define SIZEOF_WCHAR_T 4
+/* #undef HAVE_GCC_ASM_FOR_MC68881 */
+"""
+
+
+def test_a_hosts_pyconfig_is_set_to_the_targets_machine_facts() -> None:
+    text = retarget_pyconfig(PYCONFIG, "aarch64")
+    assert text.splitlines()[1:] == [
+        "/* #undef HAVE_GCC_ASM_FOR_X64 */",
+        "/* #undef HAVE_GCC_ASM_FOR_X87 */",
+        "#define HAVE_USABLE_WCHAR_T 1",
+        "#define PY_SUPPORT_TIER 2",
+        "#define SIZEOF_WCHAR_T 4",  # the same on both machines: untouched
+        "/* #undef HAVE_GCC_ASM_FOR_MC68881 */",
+    ]
+    assert retarget_pyconfig(text, "x86_64") == PYCONFIG  # the facts are exactly the two machines' difference
+
+
+def _host_prefix(root: Path, full: str) -> Path:
+    version = ".".join(full.split(".")[:2])
+    prefix = root / "pyenv" / "versions" / full
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / f"python{version}").write_text("#!/bin/false\n")
+    include = prefix / "include" / f"python{version}"
+    include.mkdir(parents=True)
+    (include / "Python.h").write_text("")
+    (include / "patchlevel.h").write_text(f'#define PY_VERSION              "{full}"\n')
+    (include / "pyconfig.h").write_text(PYCONFIG)
+    return prefix
+
+
+def test_a_host_only_version_gets_the_hosts_headers_for_the_target_and_aarch64_numpy(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3.10 on aarch64: no interpreter is copied (the host's is x86_64), only its headers with
+    pyconfig.h for aarch64, and numpy's headers from its aarch64 wheel."""
+    _host_prefix(tmp_path, "3.10.13")
+    for name, value in (("PYENV_ROOT", "pyenv"), ("UV_PYTHON_INSTALL_DIR", "uv"), ("RUNNER_TOOL_CACHE", "tc")):
+        monkeypatch.setenv(name, str(tmp_path / value))
+    downloads: list[list[str]] = []
+
+    def pip_download(argv: list[str], **kwargs: object) -> str:
+        downloads.append(list(argv))
+        dest = Path(argv[argv.index("--dest") + 1])
+        with zipfile.ZipFile(
+            dest / "numpy-2.2.6-cp310-cp310-manylinux_2_17_aarch64.manylinux2014_aarch64.whl", "w"
+        ) as z:
+            z.writestr("numpy/_core/include/numpy/ndarrayobject.h", "/* aarch64 */")
+        return ""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"nothing runs in a root for a header-only overlay: {args[:1]}")
+
+    monkeypatch.setattr(run, "capture", pip_download)
+    monkeypatch.setattr(run, "call", refuse)
+    monkeypatch.setattr(sysroot, "require_root", lambda: None)
+    tc = DebianSysroot(load_toolchain(project, AARCH64))
+    cache = Cache(tmp_path / "cache")
+    overlay = tc.ensure_python_overlay(cache, tmp_path / "build-root", "3.10", io.StringIO())
+    assert overlay.name.startswith(f"{AARCH64}-python3.10-")
+    config = (overlay / "usr" / "include" / "python3.10" / "pyconfig.h").read_text()
+    assert "/* #undef HAVE_GCC_ASM_FOR_X64 */" in config and "#define HAVE_USABLE_WCHAR_T 1" in config
+    assert not (overlay / "usr" / "bin").exists()
+    assert (overlay / "site-packages" / "numpy" / "_core" / "include" / "numpy" / "ndarrayobject.h").is_file()
+    platforms = [downloads[0][i + 1] for i, word in enumerate(downloads[0]) if word == "--platform"]
+    assert "manylinux_2_17_aarch64" in platforms and not [p for p in platforms if "x86_64" in p]
+    assert Path(downloads[0][downloads[0].index("--dest") + 1]) == cache.wheelhouse("3.10", "aarch64")
+
+
+def test_a_debian_version_is_unpacked_for_the_targets_architecture(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+
+    def apt(argv: list[str], **kwargs: object) -> None:
+        seen.append(" ".join(argv))
+        raise ToolchainError("stop here")
+
+    monkeypatch.setattr(run, "call", apt)
+    spec = load_toolchain(project, AARCH64)
+    for arch, out in (("arm64", tmp_path / "a"), ("", tmp_path / "b")):
+        out.mkdir()
+        with pytest.raises(ToolchainError, match="stop here"):
+            unpack_debian_python(spec, lambda root, argv, **k: argv, tmp_path, "3.11", out, io.StringIO(), arch)
+    arm64, native = seen
+    assert "-oAPT::Architecture=arm64 -oAPT::Architectures=arm64" in arm64 and "download -q python3.11 " in arm64
+    assert "APT::Architecture" not in native  # the build machine's own, as before

@@ -163,6 +163,7 @@ def test_every_recipe_has_a_job_on_the_runner_with_what_it_needs(project: Path) 
     # the recipes that build cp310-cp314
     five = (
         "cpu-linux",
+        "cpu-linux-aarch64",  # the host's 3.10 and 3.12 headers, retargeted
         "cuda-linux",
         "cuda13-linux",
         "dnnl-linux",

@@ -282,6 +282,12 @@ class ToolchainSpec:
     def is_cross(self, triple: str) -> bool:
         return triple in self.cross_targets
 
+    @property
+    def python_target(self) -> str:
+        """The cross target its other CPythons are for, where every target is that one (their
+        bindings and checks are that machine's); "" where they are the build machine's own."""
+        return self.targets[0] if len(self.targets) == 1 and self.is_cross(self.targets[0]) else ""
+
     def cross_facts(self, triple: str, key: Literal["cmake", "env"]) -> dict[str, str]:
         """A cross target's table (cmake, env) with {target} made the in-root sysroot path."""
         from ..paths import IN_ROOT_TARGET

@@ -155,6 +155,29 @@ def test_a_cross_wheel_is_checked_under_the_emulator_with_a_bare_target_python(m
     assert out.main["root"] == "build-root"
 
 
+def test_a_cross_targets_other_pythons_run_under_the_emulator_and_the_unreachable_ones_are_said(
+    make_env: MakeEnv,
+) -> None:
+    """cpu-linux-aarch64: 3.11 and 3.14 are Debian's arm64 CPythons, each run by qemu from its overlay
+    with the bare target root's libraries; 3.10 and 3.12 have no aarch64 interpreter here, so they are
+    not run, and the manifest says why instead of claiming a pass."""
+    env = ready(make_env("cpu-linux-aarch64"))
+    env.runner.on("probe.py", probe(GOOD))
+    out = check.run(env.ctx, env.state)
+    runs = env.matching("probe.py")
+    assert [r.argv[2].split(" -m venv")[0] for r in runs] == [
+        "qemu-aarch64 -L /ortdist/target /ortdist/target/usr/bin/python3.13",
+        "qemu-aarch64 -L /ortdist/target /ortdist/python/3.11/usr/bin/python3.11",
+        "qemu-aarch64 -L /ortdist/target /ortdist/python/3.14/usr/bin/python3.14",
+    ]
+    assert all("/ortdist/target/usr/share/python-wheels/pip-*.whl" in r.argv[2] for r in runs)
+    overlay = {str(b.inside): b for b in runs[1].binds}["/ortdist/python/3.11"]
+    assert overlay.host == env.state.roots.pythons["3.11"]
+    assert {v: r["ok"] for v, r in out.others.items()} == {"3.10": None, "3.11": True, "3.12": None, "3.14": True}
+    assert "no CPython 3.10 for aarch64 is reachable offline" in out.others["3.10"]["not_run"]
+    assert not [r for r in runs if "cp310" in r.argv[2] or "cp312" in r.argv[2]]
+
+
 def test_the_index_is_asked_only_for_what_the_wheelhouse_lacks(make_env: MakeEnv) -> None:
     env = ready(make_env("cpu-linux", python=("3.13", "3.11")))
     env.runner.on("probe.py", probe(GOOD))

@@ -29,6 +29,8 @@ def manifest(ctx: BuildContext, state: BuildState) -> dict[str, Any]:
         "python": list(plan.python),
         # The recipe's Pythons that --python left out: this dist/ is not the whole release.
         **({"python_not_built": list(plan.python_not_built)} if plan.python_not_built else {}),
+        # Built for a machine this host has no interpreter of: checked from their ELF files only.
+        **({"python_not_run": list(plan.python_not_run)} if plan.python_not_run else {}),
         "toolchain": {"name": plan.toolchain.name, "digest": plan.toolchain.digest, "root": state.roots.build.name},
         "cmake_defines": plan.cmake_defines,
         "build_times_s": {**state.timings, "total": round(time.monotonic() - state.started, 1)},

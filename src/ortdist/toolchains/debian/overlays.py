@@ -1,17 +1,22 @@
 """Another CPython in a directory of its own (a python overlay): unpacked from a Debian suite's
-packages, or copied from this host's pyenv/uv installation."""
+packages (the build machine's, or a cross target's architecture), or copied from this host's
+pyenv/uv installation (for a cross target: its headers only, pyconfig.h set to the target's facts)."""
 
 from __future__ import annotations
 
+import re
 import shlex
+import shutil
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from ... import run
+from ... import registry, run, wheelhouse
 from ...errors import ToolchainError
 from ...inroot import in_root_python
 from ...log import log as status
+from ...paths import Cache
 from .. import Bind
 from ..host_python import copy_prefix, find_host_python
 from ..spec import ToolchainSpec
@@ -22,12 +27,13 @@ Wrap = Callable[..., list[str]]
 
 
 def unpack_debian_python(
-    spec: ToolchainSpec, wrap: Wrap, build_root: Path, version: str, tmp: Path, log: TextIO
+    spec: ToolchainSpec, wrap: Wrap, build_root: Path, version: str, tmp: Path, log: TextIO, dpkg_arch: str = ""
 ) -> dict[str, str]:
     """The build root's apt, pointed at the version's suite alone, downloads exactly the listed
-    packages; they are unpacked (files only) into ``tmp``. Returns package -> version."""
+    packages (of ``dpkg_arch``: a cross target's; default the root's own); they are unpacked (files
+    only) into ``tmp``. Returns package -> version."""
     facts = spec.extra_python[version]
-    status.info(f"unpacking CPython {version} from Debian {facts.suite}")
+    status.info(f"unpacking CPython {version} from Debian {facts.suite}" + (f" ({dpkg_arch})" if dpkg_arch else ""))
     with apt_state_dir(tmp) as state:
         for sub in ("lists/partial", "cache/archives/partial", "parts", "debs"):
             (state / sub).mkdir(parents=True)
@@ -40,6 +46,7 @@ def unpack_debian_python(
             # sid's Release file expires within days; the mirror's copy may be older than that. The
             # signature and the per-file hashes are still checked: only the freshness test is off.
             "-oAcquire::Check-Valid-Until=false",
+            *([f"-oAPT::Architecture={dpkg_arch}", f"-oAPT::Architectures={dpkg_arch}"] if dpkg_arch else []),
             *private_apt_options(apt_state),
         ]
         script = " && ".join(
@@ -85,3 +92,75 @@ def copy_host_python(wrap: Wrap, build_root: Path, version: str, tmp: Path, log:
         what=f"pointing CPython {version}'s interpreter at its own libpython",
     )
     return {f"cpython{version} (host: {host.prefix})": host.full_version}
+
+
+# A pyconfig.h line that defines a macro or says it is left undefined, as configure writes them.
+_PYCONFIG_MACRO = re.compile(r"^(?:#define (?P<defined>\w+)(?: .*)?|/\* #undef (?P<undefined>\w+) \*/)$", re.M)
+
+
+def retarget_pyconfig(text: str, arch: str) -> str:
+    """``text`` (a pyconfig.h) as CPython's configure writes it on ``arch`` Linux (data/pyconfig.toml)."""
+    machine = registry.pyconfig_machines()[arch]
+
+    def line(match: re.Match[str]) -> str:
+        name = match["defined"] or match["undefined"]
+        if name in machine.defined:
+            return f"#define {name} 1"
+        if name in machine.undefined:
+            return f"/* #undef {name} */"
+        if name in machine.values and match["defined"]:
+            return f"#define {name} {machine.values[name]}"
+        return match[0]
+
+    return _PYCONFIG_MACRO.sub(line, text)
+
+
+def host_headers_for(version: str, arch: str, tmp: Path) -> dict[str, str]:
+    """The host CPython's headers under ``tmp/usr/include``, pyconfig.h retargeted to ``arch``: what
+    a cross target's binding compiles against where no CPython of this version for that machine is
+    reachable. No interpreter: its wheel cannot be run here (BuildPlan.python_not_run)."""
+    host = find_host_python(version)
+    status.info(f"CPython {host.full_version}'s headers from this host ({host.prefix}), pyconfig.h for {arch}")
+    include = tmp / "usr" / "include" / f"python{version}"
+    shutil.copytree(host.prefix / "include" / f"python{version}", include, symlinks=True)
+    config = include / "pyconfig.h"
+    config.write_text(retarget_pyconfig(config.read_text(encoding="utf-8"), arch), encoding="utf-8")
+    return {f"cpython{version} headers (host: {host.prefix}; pyconfig.h for {arch})": host.full_version}
+
+
+def fill_overlay(
+    spec: ToolchainSpec, wrap: Wrap, build_root: Path, cache: Cache, version: str, tmp: Path, log: TextIO
+) -> dict[str, object]:
+    """A python overlay's files in ``tmp`` (its CPython, and numpy from PyPI for the binding's
+    headers) and what its stamp records. A cross-only toolchain's CPythons are its target's: their
+    bindings are that machine's (a host-only version gives its headers only)."""
+    facts = spec.extra_python[version]
+    triple = spec.python_target
+    arch = registry.targets()[triple].arch if triple else "x86_64"
+    if facts.source == "host":
+        installed = (
+            host_headers_for(version, arch, tmp) if triple else copy_host_python(wrap, build_root, version, tmp, log)
+        )
+    else:
+        dpkg_arch = spec.cross_targets[triple].dpkg_arch if triple else ""
+        installed = unpack_debian_python(spec, wrap, build_root, version, tmp, log, dpkg_arch)
+    house = cache.wheelhouse(version, arch)
+    house.mkdir(parents=True, exist_ok=True)
+    numpy = f"numpy=={facts.numpy}"
+    run.capture(
+        wheelhouse.pip_download_argv(house, version, [numpy], arch), error=ToolchainError, what=f"downloading {numpy}"
+    )
+    tag = f"cp{version.replace('.', '')}"
+    wheels = sorted(house.glob(f"numpy-{facts.numpy}-{tag}-{tag}-*{arch}.whl"))
+    if not wheels:
+        raise ToolchainError(f"no {numpy} wheel for CPython {version} on {arch} in {house}", fix="check the pin")
+    with zipfile.ZipFile(wheels[0]) as archive:
+        archive.extractall(tmp / "site-packages")
+    return {
+        "python": version,
+        "suite": facts.suite,
+        "installed": installed,
+        "source": facts.source,
+        "numpy": facts.numpy,
+        **({"arch": arch} if triple else {}),
+    }

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-import zipfile
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ... import run, treecheck, wheelhouse
+from ... import run, treecheck
 from ...errors import ToolchainError
 from ...fsutil import remove_tree, temp_sibling_dir
 from ...hosttools import require_host_tools, require_root
@@ -36,7 +35,7 @@ from .names import (
     target_root_name,
 )
 from .openmp import install_openmp
-from .overlays import copy_host_python, unpack_debian_python
+from .overlays import fill_overlay
 from .verify import dpkg_mismatches, has_dpkg_sums, root_exclude
 from .wheels import download_python_tools, install_compiler, install_ep_wheels
 
@@ -380,34 +379,9 @@ class DebianSysroot:
         """CPython ``version`` in a directory of its own (bound at /ortdist/python/<version>), laid out
         like an unpacked Debian CPython under usr/, plus numpy from PyPI for the binding's headers."""
         final = self.python_overlay_path(cache, version)
-        facts = self.spec.extra_python[version]
-
-        def make(tmp: Path) -> dict[str, object]:
-            if facts.source == "host":
-                installed = copy_host_python(self.wrap, build_root, version, tmp, log)
-            else:
-                installed = unpack_debian_python(self.spec, self.wrap, build_root, version, tmp, log)
-            house = cache.wheelhouse(version)
-            house.mkdir(parents=True, exist_ok=True)
-            numpy = f"numpy=={facts.numpy}"
-            run.capture(
-                wheelhouse.pip_download_argv(house, version, [numpy]), error=ToolchainError, what=f"downloading {numpy}"
-            )
-            tag = f"cp{version.replace('.', '')}"
-            wheels = sorted(house.glob(f"numpy-{facts.numpy}-{tag}-{tag}-*.whl"))
-            if not wheels:
-                raise ToolchainError(f"no {numpy} wheel for CPython {version} in {house}", fix="check the pin")
-            with zipfile.ZipFile(wheels[0]) as archive:
-                archive.extractall(tmp / "site-packages")
-            return {
-                "python": version,
-                "suite": facts.suite,
-                "installed": installed,
-                "source": facts.source,
-                "numpy": facts.numpy,
-            }
-
-        return self.make_root(RootRecipe(final, "", make))
+        return self.make_root(
+            RootRecipe(final, "", lambda tmp: fill_overlay(self.spec, self.wrap, build_root, cache, version, tmp, log))
+        )
 
     def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
         """The build root's name, then those of the other roots a build of ``steps`` (and its smoke
