@@ -202,3 +202,43 @@ def test_a_debian_version_is_unpacked_for_the_targets_architecture(
     arm64, native = seen
     assert "-oAPT::Architecture=arm64 -oAPT::Architectures=arm64" in arm64 and "download -q python3.11 " in arm64
     assert "APT::Architecture" not in native  # the build machine's own, as before
+
+
+@pytest.mark.parametrize(
+    ("toolchain", "python", "runs"),
+    [
+        (AARCH64, "3.13", True),
+        (AARCH64, "3.11", True),
+        (AARCH64, "3.14", True),
+        (AARCH64, "3.10", False),
+        (AARCH64, "3.12", False),
+        ("debian-trixie", "3.11", False),
+        ("debian-trixie", "3.13", True),
+    ],
+)
+def test_the_smoke_suite_emulates_the_targets_own_pythons_only(
+    project: Path, tmp_path: Path, toolchain: str, python: str, runs: bool
+) -> None:
+    """An aarch64 wheel is smoke-tested under qemu where the toolchain has that CPython for aarch64:
+    the target root's, or an arm64 overlay; debian-trixie's overlays are the build machine's."""
+    from ortdist.errors import CheckError
+    from ortdist.smoke.run_suite import where_to_run
+    from ortdist.smoke.wheelinfo import WheelInfo
+
+    tag = python.replace(".", "")
+    info = WheelInfo(
+        path=tmp_path / f"onnxruntime-1.21.0-cp{tag}-cp{tag}-manylinux_2_17_aarch64.whl",
+        python=python,
+        glibc=(2, 17),
+        requires=(),
+        record=None,
+        arch="aarch64",
+        platform="manylinux_2_17_aarch64",
+    )
+    tc = DebianSysroot(load_toolchain(project, toolchain))
+    if runs:
+        choice = where_to_run(info, tc)
+        assert (choice.kind, choice.triple, choice.python) == ("emulated", TRIPLE, f"python{python}")
+    else:
+        with pytest.raises(CheckError, match=f"nothing here runs CPython {python} for it"):
+            where_to_run(info, tc)

@@ -76,9 +76,10 @@ def choose(
     """Pure: the host when it can run the wheel, else the clean root, else (a wheel for another
     CPU) the toolchain's emulator with its target sysroot's Python, else a clear refusal.
     ``emulated`` maps an arch the toolchain can emulate to its cross triple; ``emulated_python``
-    is what its target roots have (default: ``toolchain_python``): not the overlays, which are the
-    build machine's. ``prefer_root``: the clean root even when the host could run it (a wheel
-    installed from an index is judged on a system with nothing but its Python)."""
+    is what its emulator runs (default: ``toolchain_python``): the target root's, and the overlays
+    only of a toolchain whose other CPythons are its target's. ``prefer_root``: the clean root even
+    when the host could run it (a wheel installed from an index is judged on a system with nothing
+    but its Python)."""
     if info.arch != HOST_ARCH:
         triple = (emulated or {}).get(info.arch)
         pythons = toolchain_python if emulated_python is None else emulated_python
@@ -180,6 +181,8 @@ def run_in_env(
             if choice.kind == "emulated":
                 root = toolchain.ensure_build_root(cache, root_log)
                 target = toolchain.ensure_clean_target_root(cache, root, choice.triple, root_log)
+                if info.python in toolchain.spec.extra_python:  # the target's (emulated_python says so)
+                    overlay = toolchain.ensure_python_overlay(cache, root, info.python, root_log)
             else:
                 if info.python in toolchain.spec.extra_python:
                     build_root = toolchain.ensure_build_root(cache, root_log)
@@ -203,7 +206,10 @@ def run_in_env(
             )
 
     emulator = toolchain.spec.cross_targets[choice.triple].emulator if choice.kind == "emulated" else ""
-    if choice.kind == "root" and info.python in toolchain.spec.extra_python:
+    if choice.kind == "emulated" and info.python in toolchain.spec.extra_python:
+        executable = python_layout(info.python)["executable"]
+        venv_cmds = venv_commands(executable, f"{here}/venv", emulator, str(IN_ROOT_TARGET))
+    elif choice.kind == "root" and info.python in toolchain.spec.extra_python:
         venv_cmds = overlay_venv_commands(python_layout(info.python)["executable"], f"{here}/venv")
     else:
         venv_cmds = venv_commands(choice.python, f"{here}/venv", emulator, str(IN_ROOT_TARGET))

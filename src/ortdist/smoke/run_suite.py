@@ -167,7 +167,7 @@ def where_to_run(info: WheelInfo, toolchain: Toolchain, prefer_root: bool = Fals
         env.host_glibc(),
         env.host_python(info.python),
         emulated,
-        emulated_python=toolchain.spec.python,
+        emulated_python=toolchain.spec.emulated_python,
         prefer_root=prefer_root,
     )
 

@@ -283,6 +283,14 @@ class ToolchainSpec:
         return triple in self.cross_targets
 
     @property
+    def emulated_python(self) -> tuple[str, ...]:
+        """The CPythons its emulator runs for a cross target: the target root's own, and the other
+        versions where they are that machine's packages (a host version gives headers only)."""
+        if not self.python_target:
+            return self.python
+        return (*self.python, *(v for v, facts in self.extra_python.items() if facts.source != "host"))
+
+    @property
     def python_target(self) -> str:
         """The cross target its other CPythons are for, where every target is that one (their
         bindings and checks are that machine's); "" where they are the build machine's own."""
