@@ -471,11 +471,11 @@ def pypi_reachable() -> bool:
     return True
 
 
-def _download_official_wheel(dest: Path, python: str | None = None) -> Path:
-    """PyPI's onnxruntime 1.21.0 wheel (the control) for ``python`` (default: the running one)."""
+def _download_official_wheel(dest: Path, python: str | None = None, arch: str = "x86_64") -> Path:
+    """PyPI's onnxruntime 1.21.0 wheel (the control) for ``python`` (default: the running one) on ``arch``."""
     if not pypi_reachable():
         pytest.skip("offline: pypi.org:443 is unreachable, and the test needs PyPI's onnxruntime wheel")
-    target = ["--python-version", python, "--platform", "manylinux_2_28_x86_64"] if python else []
+    target = ["--python-version", python, "--platform", f"manylinux_2_28_{arch}"] if python else []
     subprocess.run(
         [
             sys.executable,

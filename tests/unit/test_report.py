@@ -363,7 +363,10 @@ def test_wheels_against_pypis_wheel_from_the_data_file(tmp_path: Path) -> None:
     assert cells(page, "onnxruntime_dnnl-1.21.0-cp313-cp313-manylinux_2_39_x86_64.whl")[3] == "-"
     assert cells(page, "onnxruntime-cpu-linux-1.21.0.tar.gz")[3] == ""
     aarch64 = {**manifest, "target": "aarch64-unknown-linux-gnu"}
-    assert release.pypi_reference(manifest["artifacts"][0], aarch64) is None  # same name, other target
+    found = release.pypi_reference(manifest["artifacts"][0], aarch64)  # the target's own PyPI wheel
+    assert found is not None and found.file.endswith("cp313-manylinux_2_27_aarch64.manylinux_2_28_aarch64.whl")
+    android = {**manifest, "target": "aarch64-linux-android"}
+    assert release.pypi_reference(manifest["artifacts"][0], android) is None  # same name, a target PyPI lacks
 
 
 def test_the_pypi_data_file_is_checked() -> None:

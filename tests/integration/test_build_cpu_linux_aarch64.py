@@ -1,0 +1,133 @@
+"""cpu-linux-aarch64 end to end: the full CPU wheel for arm64 Linux, cross-compiled on x86_64 with
+clang and lld against ppbt's aarch64 glibc 2.17 sysroot (toolchains/portable-glibc2.17-aarch64.toml),
+proven under qemu-aarch64: manylinux_2_17_aarch64 wheels for cp310-cp314, nothing grafted, every
+shipped ELF an AArch64 one within the glibc 2.17 promise (read from the files), none larger than
+PyPI's aarch64 wheel of its Python, the target's CPythons checked in a bare arm64 root, and the smoke
+suite's node tests at parity with PyPI's aarch64 wheel under the same emulation."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ortdist import registry
+from ortdist.checks import elf
+from ortdist.paths import Cache
+from ortdist.smoke.run_suite import smoke_wheel
+from ortdist.toolchains import load_toolchain, make_toolchain
+from ortdist.wheel.names import required_glibc
+from ortdist.wheel.repair import wheel_libraries
+
+from . import build_recipe
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
+]
+PROJECT = Path(__file__).resolve().parents[2]
+RECIPE = "cpu-linux-aarch64"
+TOOLCHAIN = "portable-glibc2.17-aarch64"
+EM_AARCH64 = 183  # e_machine of an AArch64 ELF
+NOT_RUN = {"3.10", "3.12"}  # no aarch64 CPython of these is reachable offline
+
+Built = tuple[Path, dict[str, Any]]
+
+
+@pytest.fixture(scope="module", params=[pytest.param(RECIPE, marks=pytest.mark.recipe_tree(RECIPE))])
+def built(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    ci_python: Callable[[str], tuple[str, ...] | None],
+) -> Built:
+    return build_recipe(RECIPE, tmp_path_factory.mktemp("dist-aarch64"), ci_python(request.param))
+
+
+def wheels(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    return [a for a in manifest["artifacts"] if a["kind"] == "wheel"]
+
+
+def test_wheels_are_manylinux_2_17_aarch64_no_larger_than_pypis_with_nothing_grafted(built: Built) -> None:
+    out, manifest = built
+    pypi = {w.file.split("-")[2]: w for w in registry.pypi_wheels() if w.target == "aarch64-unknown-linux-gnu"}
+    built_tags = []
+    for art in wheels(manifest):
+        tag = art["path"].split("-")[2]
+        built_tags.append(tag)
+        assert required_glibc(art["path"]) == (2, 17) and "manylinux_2_17_aarch64" in art["tag"], art["path"]
+        with zipfile.ZipFile(out / art["path"]) as zf:
+            assert not [n for n in zf.namelist() if n.startswith("onnxruntime.libs/")], art["path"]
+        if tag in pypi:  # PyPI has cp310-cp313 for aarch64 (no cp314)
+            assert art["size"] <= pypi[tag].size, (art["path"], art["size"], pypi[tag].size)
+    expected = [f"cp{v.replace('.', '')}" for v in manifest["python"]]
+    assert sorted(built_tags) == sorted(expected)
+
+
+def test_every_shipped_elf_is_aarch64_and_keeps_the_glibc_2_17_promise(built: Built) -> None:
+    """DT_NEEDED and symbol versions of every ELF in every wheel and the C library archive, read from
+    the files: glibc's own libraries at GLIBC_2.17 at most, and an AArch64 machine in the header."""
+    out, manifest = built
+    system = load_toolchain(PROJECT, TOOLCHAIN).system_libraries
+    checked = 0
+    for art in manifest["artifacts"]:
+        path = out / art["path"]
+        if art["kind"] == "wheel":
+            members = wheel_libraries(path)
+        elif art["kind"] == "c-library":
+            members = elf.artifact_libraries(path)
+        else:
+            continue
+        assert elf.violations(members, elf.policy((2, 17), system)) == [], art["path"]
+        for name, data in members:
+            if elf.is_elf(data):
+                assert int.from_bytes(data[18:20], "little") == EM_AARCH64, (art["path"], name)
+                checked += 1
+    assert checked >= len(wheels(manifest)) * 2 + 1, checked
+
+
+def test_the_targets_pythons_ran_the_model_under_qemu_and_the_others_say_why(built: Built) -> None:
+    _, manifest = built
+    check = manifest["clean_root_check"]
+    assert check["ok"] and check["python"] == "3.13" and "CPUExecutionProvider" in check["available_providers"]
+    others = manifest.get("clean_root_check_other_python", {})
+    for version, result in others.items():
+        if version in NOT_RUN:
+            assert result["ok"] is None and "checked from its ELF files only" in result["not_run"], version
+        else:
+            assert result["ok"] is True and result["outputs"], version
+    assert set(manifest.get("python_not_run", [])) == NOT_RUN & set(manifest["python"])
+
+
+@pytest.fixture(scope="module")
+def pypi_aarch64_smoke(
+    tmp_path_factory: pytest.TempPathFactory, download_official_wheel: Callable[..., Path]
+) -> dict[str, Any]:
+    """PyPI's cp313 aarch64 wheel through the smoke suite under the same emulation: the baseline."""
+    official = download_official_wheel(tmp_path_factory.mktemp("official-aarch64"), python="3.13", arch="aarch64")
+    toolchain = make_toolchain(load_toolchain(PROJECT, TOOLCHAIN))
+    report, _ = smoke_wheel(official, tmp_path_factory.mktemp("base-aarch64"), Cache.default(), toolchain)
+    assert report["passed"], report
+    assert report["environment"]["kind"] == "emulated"
+    return report
+
+
+def test_smoke_suite_under_qemu_has_node_test_parity_with_pypis_aarch64_wheel(
+    built: Built, pypi_aarch64_smoke: dict[str, Any], tmp_path: Path
+) -> None:
+    out, manifest = built
+    cp313 = out / next(a["path"] for a in wheels(manifest) if "-cp313-" in a["path"])
+    toolchain = make_toolchain(load_toolchain(PROJECT, TOOLCHAIN))
+    baseline = pypi_aarch64_smoke["node_test_outcomes"]
+    report, verdicts = smoke_wheel(cp313, tmp_path, Cache.default(), toolchain, baseline=baseline)
+    assert report["passed"], [f"{v.provider} {v.name}: {v.message}" for v in verdicts if not v.passed]
+    assert report["environment"]["kind"] == "emulated"
+    assert report["regressions"] == {"CPUExecutionProvider": []}
+    ours, theirs = (
+        report["node_tests"]["CPUExecutionProvider"],
+        pypi_aarch64_smoke["node_tests"]["CPUExecutionProvider"],
+    )
+    assert ours["passed"] >= theirs["passed"]
