@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from ortdist.checks import elf
+from ortdist.wheel.repair import wheel_libraries
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -27,3 +30,13 @@ def build_recipe(recipe: str, dist: Path, python: Sequence[str] | None = None) -
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-5000:]
     out = dist / recipe
     return out, json.loads((out / "manifest.json").read_text())
+
+
+def shipped_libraries(out: Path, manifest: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[tuple[str, bytes]]]]:
+    """Each wheel and C library archive of ``manifest`` (in ``out``) with its members as the
+    ELF checks read them from the file: (artifact entry, [(member name, bytes)])."""
+    for art in manifest["artifacts"]:
+        if art["kind"] == "wheel":
+            yield art, wheel_libraries(out / art["path"])
+        elif art["kind"] == "c-library":
+            yield art, elf.artifact_libraries(out / art["path"])

@@ -21,9 +21,8 @@ from ortdist.paths import Cache
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.toolchains import load_toolchain, make_toolchain
 from ortdist.wheel.names import required_glibc
-from ortdist.wheel.repair import wheel_libraries
 
-from . import build_recipe
+from . import build_recipe, shipped_libraries
 
 pytestmark = [
     pytest.mark.integration,
@@ -73,14 +72,7 @@ def test_every_shipped_elf_is_aarch64_and_keeps_the_glibc_2_17_promise(built: Bu
     out, manifest = built
     system = load_toolchain(PROJECT, TOOLCHAIN).system_libraries
     checked = 0
-    for art in manifest["artifacts"]:
-        path = out / art["path"]
-        if art["kind"] == "wheel":
-            members = wheel_libraries(path)
-        elif art["kind"] == "c-library":
-            members = elf.artifact_libraries(path)
-        else:
-            continue
+    for art, members in shipped_libraries(out, manifest):
         assert elf.violations(members, elf.policy((2, 17), system)) == [], art["path"]
         for name, data in members:
             if elf.is_elf(data):

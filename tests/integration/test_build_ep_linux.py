@@ -28,10 +28,9 @@ from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.smoke.suite import expectations
 from ortdist.toolchains import load_toolchain, make_toolchain
 from ortdist.wheel.names import required_glibc
-from ortdist.wheel.repair import wheel_libraries
 from smoke_helpers import expected_smoke_environment
 
-from . import build_recipe
+from . import build_recipe, shipped_libraries
 
 pytestmark = [
     pytest.mark.integration,
@@ -155,14 +154,7 @@ def test_every_shipped_elf_keeps_the_toolchains_promise(built_portable: Built) -
     case, out, manifest = built_portable
     system = load_toolchain(PROJECT, case.toolchain).system_libraries
     checked = 0
-    for art in manifest["artifacts"]:
-        path = out / art["path"]
-        if art["kind"] == "wheel":
-            members = wheel_libraries(path)
-        elif art["kind"] == "c-library":
-            members = elf.artifact_libraries(path)
-        else:
-            continue
+    for art, members in shipped_libraries(out, manifest):
         assert elf.violations(members, elf.policy(case.glibc, system)) == [], art["path"]
         checked += sum(1 for _, data in members if elf.is_elf(data))
     assert checked >= len(case.pythons) * 3 + 2, checked
