@@ -34,10 +34,15 @@ class Patch:
     # (``features=fp16_and_nbit_kernels``): a patch that removes code for one cut keeps the others'
     # trees.
     features: tuple[str, ...] = ()
+    # Applied only to builds for one of these target triples (``targets=aarch64-unknown-linux-gnu``):
+    # a fix for one machine's headers keeps every other target's tree.
+    targets: tuple[str, ...] = ()
 
-    def applies_to(self, eps: Iterable[str], features: Iterable[str] = ()) -> bool:
-        return (not self.eps or bool(set(self.eps) & set(eps))) and (
-            not self.features or bool(set(self.features) & set(features))
+    def applies_to(self, eps: Iterable[str], features: Iterable[str] = (), target: str = "") -> bool:
+        return (
+            (not self.eps or bool(set(self.eps) & set(eps)))
+            and (not self.features or bool(set(self.features) & set(features)))
+            and (not self.targets or target in self.targets)
         )
 
 
@@ -47,9 +52,11 @@ def _feature_keys() -> list[str]:
     return [f.name for f in dataclasses.fields(FeatureSettings)]
 
 
-def read_series(directory: Path, eps: Iterable[str] | None = None, features: Iterable[str] = ()) -> tuple[Patch, ...]:
-    """The series' patches; with ``eps``, only those that apply to a build with those EPs and
-    those [features] keys changed from their defaults."""
+def read_series(
+    directory: Path, eps: Iterable[str] | None = None, features: Iterable[str] = (), target: str = ""
+) -> tuple[Patch, ...]:
+    """The series' patches; with ``eps``, only those that apply to a build with those EPs, those
+    [features] keys changed from their defaults, and for ``target``."""
     series = directory / "series"
     if not series.is_file():
         raise PatchError(
@@ -63,14 +70,18 @@ def read_series(directory: Path, eps: Iterable[str] | None = None, features: Ite
         if not line:
             continue
         line, *options = line.split()
-        conditions: dict[str, tuple[str, ...]] = {"eps": (), "features": ()}
+        conditions: dict[str, tuple[str, ...]] = {"eps": (), "features": (), "targets": ()}
         for option in options:
             key, _, value = option.partition("=")
-            known = {"eps": list(registry.providers()), "features": _feature_keys()}.get(key, [])
+            known = {
+                "eps": list(registry.providers()),
+                "features": _feature_keys(),
+                "targets": list(registry.targets()),
+            }.get(key, [])
             values = tuple(v for v in value.split(",") if v)
             unknown = [v for v in values if v not in known]
             if not known or not values or unknown:
-                what = {"eps": "EP", "features": "[features] key"}.get(key, "")
+                what = {"eps": "EP", "features": "[features] key", "targets": "target"}.get(key, "")
                 hint = did_you_mean(unknown[0], known) if unknown else ""
                 raise PatchError(
                     f"{option!r} is not an option of a series line"
@@ -78,7 +89,8 @@ def read_series(directory: Path, eps: Iterable[str] | None = None, features: Ite
                     where=f"{series}:{lineno}",
                     fix=hint
                     or "write `<patch file>`, then optionally `eps=<ep>[,<ep>...]` with registry EP names "
-                    f"({', '.join(registry.providers())}) and `features=<key>[,<key>...]` with recipe [features] keys",
+                    f"({', '.join(registry.providers())}), `features=<key>[,<key>...]` with recipe [features] keys "
+                    "and `targets=<triple>[,<triple>...]` with data/targets.toml triples",
                 )
             conditions[key] = values
         path = directory / line
@@ -90,12 +102,17 @@ def read_series(directory: Path, eps: Iterable[str] | None = None, features: Ite
             )
         out.append(
             Patch(
-                name=line, path=path, sha256=sha256_file(path), eps=conditions["eps"], features=conditions["features"]
+                name=line,
+                path=path,
+                sha256=sha256_file(path),
+                eps=conditions["eps"],
+                features=conditions["features"],
+                targets=conditions["targets"],
             )
         )
     if eps is not None:
         wanted, changed = set(eps), set(features)
-        return tuple(p for p in out if p.applies_to(wanted, changed))
+        return tuple(p for p in out if p.applies_to(wanted, changed, target))
     return tuple(out)
 
 

@@ -43,7 +43,9 @@ def load_patches(recipe: Recipe, project: Path) -> tuple[Patch, ...]:
         return ()
     defaults = FeatureSettings()
     changed = [f.name for f in fields(defaults) if getattr(recipe.features, f.name) != getattr(defaults, f.name)]
-    return read_series(project / "patches" / recipe.patch_series, {"cpu", *recipe.execution_providers}, changed)
+    return read_series(
+        project / "patches" / recipe.patch_series, {"cpu", *recipe.execution_providers}, changed, recipe.target
+    )
 
 
 def plan_for(

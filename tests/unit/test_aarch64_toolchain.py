@@ -63,8 +63,12 @@ def test_cpu_linux_aarch64_compiles_with_clang_for_the_target_and_links_the_runt
     # The compat roots are x86_64 debootstraps: the emulated clean-root check proves the wheel.
     assert "compat" not in plan.steps and {"wheel", "repair", "check", "install"} <= set(plan.steps)
     assert plan.python[0] == "3.13"  # the target root's own: the main build's binding
-    # The same patched source as cpu-linux: the series is not target-specific.
-    assert plan.source_key == plan_for("cpu-linux", project)[0].source_key
+    # cpu-linux's series and 0012 (AT_HWCAP2, which glibc 2.17's <elf.h> lacks), for aarch64 only.
+    cpu = plan_for("cpu-linux", project)[0]
+    assert [p.name for p in plan.patches] == [
+        *(p.name for p in cpu.patches),
+        "0012-cpuid-arm64-glibc-2.17-at-hwcap2.patch",
+    ]
 
 
 def test_a_compiler_for_another_machine_than_the_targets_is_refused(project: Path, tmp_path: Path) -> None:

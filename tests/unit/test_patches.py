@@ -102,9 +102,10 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 12)]
+    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 13)]
     assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt"), ("xnnpack",), ("cuda", "tensorrt"), ("dnnl",)]
     assert [p.features for p in patches if p.features] == [("fp16_and_nbit_kernels",), ("minimal_build",)]
+    assert [p.targets for p in patches if p.targets] == [("aarch64-unknown-linux-gnu",)]
     # A patch to one EP's code reaches only the builds with that EP.
     assert "0007" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "dnnl"])}
     assert "0011" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "xnnpack"])}
@@ -128,6 +129,19 @@ def test_a_patch_for_one_feature_applies_only_to_recipes_that_change_it(project:
     assert "0010" in names["slim-linux-aarch64"] and "0010" not in names["cpu-linux"]
 
 
+def test_a_patch_for_one_target_applies_only_to_its_builds(project: Path) -> None:
+    """0012 (AT_HWCAP2 for a glibc 2.17 arm64 sysroot): every aarch64 recipe; cpu-linux's source, and
+    so its tree and compiler cache, stay as they were."""
+    from ortdist.project import load_patches
+    from ortdist.recipe import load_recipe
+
+    def names(recipe: str) -> set[str]:
+        return {p.name[:4] for p in load_patches(load_recipe(project / "recipes" / f"{recipe}.toml"), project)}
+
+    assert names("cpu-linux-aarch64") == names("cpu-linux") | {"0012"}
+    assert "0012" in names("slim-linux-aarch64") and "0012" not in names("slim-linux")
+
+
 def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:
     series = project / "patches" / "1.21.0"
     cpu = [p.name for p in read_series(series, {"cpu"})]
@@ -144,6 +158,7 @@ def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:
         ("a.patch features=", "'features=' is not an option"),
         ("a.patch only=cuda", "'only=cuda' is not an option"),
         ("a.patch eps=", "'eps=' is not an option"),
+        ("a.patch targets=aarch64-linux-gnu", "unknown target aarch64-linux-gnu"),
     ],
 )
 def test_bad_series_options_are_refused(tmp_path: Path, line: str, message: str) -> None:
