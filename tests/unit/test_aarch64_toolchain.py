@@ -67,7 +67,7 @@ def test_cpu_linux_aarch64_compiles_with_clang_for_the_target_and_links_the_runt
     cpu = plan_for("cpu-linux", project)[0]
     assert [p.name for p in plan.patches] == [
         *(p.name for p in cpu.patches),
-        "0012-cpuid-arm64-glibc-2.17-at-hwcap2.patch",
+        "0012-arm64-clang-glibc-2.17-hwcap2-and-cpuinfo.patch",
     ]
 
 
