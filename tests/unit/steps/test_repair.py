@@ -188,6 +188,21 @@ def test_a_cross_wheel_is_repaired_with_the_targets_libraries_and_strip(make_env
     assert strip.is_symlink() and str(strip.readlink()) == "/usr/bin/aarch64-linux-gnu-strip"
 
 
+def test_a_cross_wheel_with_nothing_to_graft_still_gets_the_targets_strip(make_env: MakeEnv) -> None:
+    """cpu-linux-aarch64 links everything in (no library_path): auditwheel --strip must still run
+    aarch64-linux-gnu-strip, not the root's x86_64 strip ("Unable to recognise the format")."""
+    env = ready(make_env("cpu-linux-aarch64", python=("3.13",)))
+    repair.run(env.ctx, env.state)
+    argv = env.only("auditwheel repair").argv
+    assert argv[:2] == ("env", "PATH=/ortdist/work/target-tools:/usr/sbin:/usr/bin:/sbin:/bin")
+    assert not [a for a in argv if a.startswith("LD_LIBRARY_PATH=")]
+    strip = env.layout.work.host / "target-tools" / "strip"
+    assert str(strip.readlink()) == "/usr/bin/aarch64-linux-gnu-strip"
+    native = ready(make_env("cpu-linux", python=("3.13",)))
+    repair.run(native.ctx, native.state)
+    assert native.only("auditwheel repair").argv[0] == "/opt/ortdist-tools/bin/auditwheel"
+
+
 def test_a_wheel_whose_module_asks_for_an_executable_stack_is_refused(make_env: MakeEnv) -> None:
     """glibc 2.41 will not dlopen it: the repair step refuses it before the clean-root check."""
     from ..test_executable_stack import PF_R, PF_W, PF_X, PT_GNU_STACK, elf64

@@ -21,17 +21,21 @@ from .wheel import suffix
 
 
 def target_library_env(ctx: BuildContext) -> list[str]:
-    """For a cross target: ``env`` naming its libraries (auditwheel grafts them from there) and
-    putting its ``strip`` first on PATH (auditwheel --strip calls plain ``strip``)."""
-    paths = ctx.cross.library_path if ctx.cross else ()
-    if not paths:
+    """For a cross target: ``env`` putting its ``strip`` first on PATH (auditwheel --strip calls
+    plain ``strip``, which cannot read another machine's ELF) and naming its libraries, where it
+    has any to graft (auditwheel grafts them from there)."""
+    if not ctx.cross:
         return []
     tools = ctx.layout.work / "target-tools"
     remove_tree(tools.host)
     tools.host.mkdir(parents=True)
     (tools.host / "strip").symlink_to(f"/usr/bin/{ctx.tool('strip')}")  # resolved inside the root
-    joined = ":".join(str(p).replace("{target}", str(IN_ROOT_TARGET)) for p in paths)
-    return ["env", f"LD_LIBRARY_PATH={joined}", f"PATH={tools.inside}:/usr/sbin:/usr/bin:/sbin:/bin"]
+    joined = ":".join(str(p).replace("{target}", str(IN_ROOT_TARGET)) for p in ctx.cross.library_path)
+    return [
+        "env",
+        *([f"LD_LIBRARY_PATH={joined}"] if joined else []),
+        f"PATH={tools.inside}:/usr/sbin:/usr/bin:/sbin:/bin",
+    ]
 
 
 def verify_provider_runpaths(ctx: BuildContext, state: BuildState, wheel: Path) -> None:
