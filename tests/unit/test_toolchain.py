@@ -72,6 +72,8 @@ def test_wrap_runs_in_a_private_mount_namespace(project: Path) -> None:
     assert "mount --bind /host/src '/cache/root dir/ortdist/source'" in script
     assert "mount -o remount,bind,ro '/cache/root dir/s'" in script
     assert "mount -t proc proc '/cache/root dir/proc'" in script
+    # /sys too, read-only: cpuinfo on arm64 reads the CPU lists there (a check under qemu aborted without)
+    assert "mount -t sysfs -o ro sysfs '/cache/root dir/sys'" in script
     last = script.splitlines()[-1]
     assert last.startswith("exec chroot '/cache/root dir' /usr/bin/env -i ")
     assert "CCACHE_DIR=/ortdist/ccache" in last and "PATH=/usr/local/sbin" in last

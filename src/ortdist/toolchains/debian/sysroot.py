@@ -147,6 +147,9 @@ class DebianSysroot:
             if bind.read_only:
                 lines.append(f"mount -o remount,bind,ro {q(str(target))}")
         lines.append(f"mount -t proc proc {q(str(root / 'proc'))}")
+        # /sys read-only, as every system has it: cpuinfo on arm64 reads the CPU lists there (and
+        # aborts without them), which a wheel's check under the emulator runs into.
+        lines.append(f"mkdir -p {q(str(root / 'sys'))} && mount -t sysfs -o ro sysfs {q(str(root / 'sys'))}")
         lines.append(f"mount --rbind /dev {q(str(root / 'dev'))}")
         variables = {**BASE_ENV, **(env or {})}
         inner = shlex.join(cmd)
