@@ -72,7 +72,7 @@ class BuildPlan:
         their wheels are checked from their ELF files, and the manifest says they were not run."""
         if not self.toolchain.python_target:
             return ()
-        return tuple(v for v in self.extra_python if self.toolchain.extra_python[v].source == "host")
+        return tuple(v for v in self.extra_python if v not in self.toolchain.emulated_python)
 
     @property
     def reduced(self) -> bool:

@@ -69,21 +69,17 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
         else:
             check_root = ctx.toolchain.ensure_clean_root(ctx.cache, out)
         overlay = state.roots.pythons.get(python)
-        if overlay is not None:
-            # Another CPython, unpacked: its venv gets pip from the (target) root's own pip wheel.
+        interpreter = f"python{python}"  # the (target) root's own
+        if overlay is not None:  # another CPython, unpacked
             binds.append(Bind(overlay, in_root_python(python), read_only=True))
-            executable = python_layout(python)["executable"]
-            cmds = (
-                venv_commands(executable, "/ortdist/venv", cross.emulator, str(IN_ROOT_TARGET))
-                if cross
-                else overlay_venv_commands(executable, "/ortdist/venv")
-            )
-        elif cross:
-            cmds = venv_commands(f"python{python}", "/ortdist/venv", cross.emulator, str(IN_ROOT_TARGET))
-        else:
-            # The root's own CPython: pip runs from its pip wheel too, rather than ensurepip
-            # installing a copy into a venv that lives for one check (3 s a wheel).
-            cmds = overlay_venv_commands(f"python{python}", "/ortdist/venv")
+            interpreter = python_layout(python)["executable"]
+        # pip runs from the (target) root's pip wheel, rather than ensurepip installing a copy into a
+        # venv that lives for one check (3 s a wheel); a cross target's processes under its emulator.
+        cmds = (
+            venv_commands(interpreter, "/ortdist/venv", cross.emulator, str(IN_ROOT_TARGET))
+            if cross
+            else overlay_venv_commands(interpreter, "/ortdist/venv")
+        )
         fresh = Venv(cmds, str(IN_ROOT_WHEELHOUSE))
         probe = f"probe.py {model_file} data.npz result.json {tolerance}" + (
             f" {','.join(libraries)}" if libraries else ""

@@ -20,7 +20,7 @@ from ..step import StepDef
 from .wheel import suffix
 
 
-def target_library_env(ctx: BuildContext) -> list[str]:
+def target_repair_env(ctx: BuildContext) -> list[str]:
     """For a cross target: ``env`` putting its ``strip`` first on PATH (auditwheel --strip calls
     plain ``strip``, which cannot read another machine's ELF) and naming its libraries, where it
     has any to graft (auditwheel grafts them from there)."""
@@ -80,7 +80,7 @@ def repair_one(ctx: BuildContext, state: BuildState, version: str, raw_wheel: Pa
     repaired.host.mkdir(parents=True)
     raw_inside = str(ctx.layout.work.inside / "wheel" / f"raw{sfx}" / raw_wheel.name)
     argv = repair.auditwheel_argv(raw_inside, str(repaired.inside), ctx.plan.repair_excludes, strip=ctx.plan.strip)
-    target_env = target_library_env(ctx)
+    target_env = target_repair_env(ctx)
     with ctx.open_log(f"repair{sfx}") as log:
         ctx.runner.call(
             ctx.in_root(state.roots, [*target_env, *argv]),

@@ -136,7 +136,7 @@ def fill_overlay(
     bindings are that machine's (a host-only version gives its headers only)."""
     facts = spec.extra_python[version]
     triple = spec.python_target
-    arch = registry.targets()[triple].arch if triple else "x86_64"
+    arch = registry.targets()[triple or spec.targets[0]].arch
     if facts.source == "host":
         installed = (
             host_headers_for(version, arch, tmp) if triple else copy_host_python(wrap, build_root, version, tmp, log)
