@@ -126,30 +126,6 @@ def split_lto(archives: Sequence[str], build_dir: str) -> tuple[list[str], list[
     return own, [a for a in archives if a not in own]
 
 
-def lto_object_command(
-    compiler: str, archives: Sequence[str], output: str, optimize: str, extra: Sequence[str]
-) -> list[str]:
-    """Compile LTO IR to machine code in one relocatable object: a static archive of GCC's IR would be
-    tied to that exact compiler and is ~10x larger (148 MB for the CPU kernels alone). One LTO
-    partition: GCC 14's balanced partitioning aborts on ORT's archives with -r."""
-    return [
-        compiler,
-        "-r",
-        "-nostdlib",
-        "-flto=auto",
-        "-flto-partition=one",
-        optimize,
-        "-ffunction-sections",
-        "-fdata-sections",
-        *extra,
-        "-o",
-        output,
-        "-Wl,--whole-archive",
-        *archives,
-        "-Wl,--no-whole-archive",
-    ]
-
-
 def pkg_config(prefix_name: str, version: str, system_libs: Sequence[str], description: str) -> str:
     """libonnxruntime.pc for the static archive: `pkg-config --static --libs` gives the full line."""
     private = " ".join(f"-l{lib}" for lib in ("stdc++", *system_libs) if lib != "c")

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..fsutil import sha256_file
-from ..paths import Cache
+from ..paths import IN_ROOT_TARGET, Cache
 from ..plan import BuildPlan
 from ..toolchains import Toolchain
 from ..toolchains.spec import CrossTarget
 from .layout import Layout, Roots
 from .runner import Command, Result, Runner
+from .target_compiler import TargetCompiler, target_compiler
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,11 @@ class BuildContext:
     def tool(self, name: str) -> str:
         """A binutils/compiler tool for the target (the cross prefix when there is one)."""
         return self.plan.toolchain.tool_prefix(self.plan.target.triple) + name
+
+    def compiler(self, roots: Roots) -> TargetCompiler:
+        """The target's C and C++ compilers as the build ran them (for what compiles outside CMake)."""
+        sysroot = str(IN_ROOT_TARGET) if roots.target is not None else ""
+        return target_compiler(self.plan.cmake_defines, self.tool(""), sysroot)
 
     @property
     def cross(self) -> CrossTarget | None:

@@ -270,7 +270,12 @@ def smoke_wheel(
         "wheel": wheel.name,
         "wheel_sha256": wheel_sha256,
         **({"installed_from": installed_from} if source is not None else {}),
-        "environment": {"kind": choice.kind, "reason": choice.reason},
+        "environment": {
+            "kind": choice.kind,
+            "reason": choice.reason,
+            "python": result.get("python"),
+            "machine": result.get("machine"),
+        },
         "version": result.get("version"),
         "claimed": claimed_final,
         "claims_from": "build record" if claimed is not None else "get_available_providers()",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import statistics
 import sys
 import tempfile
@@ -210,7 +211,8 @@ def main() -> int:
     running.txt; the caller records it as crashed and starts this script again.
     """
     plan = json.loads(Path(sys.argv[1]).read_text())
-    result: dict[str, Any] = {"cases": []}
+    # What actually ran: the interpreter and the CPU it saw (an emulated one reports the target's).
+    result: dict[str, Any] = {"cases": [], "python": platform.python_version(), "machine": platform.machine()}
     try:
         import onnxruntime as ort
 

@@ -113,7 +113,7 @@ def test_an_lto_cross_build_compiles_its_own_archives_to_one_object(make_env: Ma
     write_reply(env.layout.build.host, libraries("libonnxruntime_session.a", "libonnxruntime_mlas.a", dep, "-lm"))
     out = bundle.run(env.ctx, env.state)
     lto, merge, _ = env.runner.commands
-    assert lto.argv[:2] == ("aarch64-linux-gnu-g++", "-r")
+    assert lto.argv[:3] == ("aarch64-linux-gnu-g++", "--sysroot=/ortdist/target", "-r")
     assert "-Os" in lto.argv and "--sysroot=/ortdist/target" in lto.argv  # MinSizeRel, cross
     whole = lto.argv[lto.argv.index("-Wl,--whole-archive") + 1 : lto.argv.index("-Wl,--no-whole-archive")]
     assert whole == ("/ortdist/build/libonnxruntime_session.a", "/ortdist/build/libonnxruntime_mlas.a")

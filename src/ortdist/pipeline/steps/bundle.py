@@ -9,7 +9,6 @@ from ... import bundle, sbom
 from ...errors import BuildError, PackageError
 from ...fsutil import deterministic_tarball, remove_tree
 from ...manifest import Artifact
-from ...paths import IN_ROOT_TARGET
 from ..context import BuildContext
 from ..linkgraph import link_graph
 from ..sboms import SBOM_IN_ARCHIVE, sbom_inputs
@@ -34,7 +33,6 @@ def run(ctx: BuildContext, state: BuildState) -> StaticLibrary:
     (stage.host / "lib" / "pkgconfig").mkdir(parents=True)
     archive = str(stage.inside / "lib" / "libonnxruntime.a")
     archives, objects = list(graph.archives), []
-    sysroot = [f"--sysroot={IN_ROOT_TARGET}"] if roots.target is not None else []
     lto_object = work / "onnxruntime-lto.o"
     with ctx.open_log("bundle-lto") as log:
         if plan.recipe.features.lto:
@@ -42,7 +40,7 @@ def run(ctx: BuildContext, state: BuildState) -> StaticLibrary:
             objects = [str(lto_object.inside)]
             optimize = "-Os" if plan.recipe.build_type == "MinSizeRel" else "-O2"
             ctx.runner.call(
-                ctx.in_root(roots, bundle.lto_object_command(ctx.tool("g++"), own, objects[0], optimize, sysroot)),
+                ctx.in_root(roots, ctx.compiler(roots).lto_object(own, objects[0], optimize)),
                 log=log,
                 error=BuildError,
                 what="compiling the LTO objects for the static archive",

@@ -3,6 +3,7 @@ the C runtime) runs the recipe's models, in the clean root or under a cross targ
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 from typing import TextIO
@@ -48,12 +49,13 @@ def run(ctx: BuildContext, state: BuildState) -> CSmoke:
     cases = c_smoke_cases(ctx.plan, ctx.layout.models.host, smoke.host)
     stage = work / "static"
     pc = stage.inside / "lib" / "pkgconfig"
-    sysroot = f"--sysroot={IN_ROOT_TARGET}" if state.roots.target is not None else ""
+    compiler = ctx.compiler(state.roots)
+    link = f" {shlex.join(compiler.link)}" if compiler.link else ""
     build = (
         f"cd {smoke.inside} && "
-        f"{ctx.tool('gcc')} {sysroot} -O2 -c ort_smoke.c -I{stage.inside}/include && "
-        # g++ drives the link so libstdc++ can be linked statically: the binary needs only libc/libm.
-        f"{ctx.tool('g++')} {sysroot} -o ort_smoke ort_smoke.o {stage.inside}/lib/libonnxruntime.a "
+        f"{compiler.shell('c')} -O2 -c ort_smoke.c -I{stage.inside}/include && "
+        # The C++ driver links, so libstdc++ can be linked statically: the binary needs only libc/libm.
+        f"{compiler.shell('cxx')}{link} -o ort_smoke ort_smoke.o {stage.inside}/lib/libonnxruntime.a "
         f"-static-libstdc++ -static-libgcc $(PKG_CONFIG_PATH={pc} pkg-config --static --libs-only-l libonnxruntime "
         "| tr ' ' '\\n' | grep -v -e '^-lonnxruntime$' -e '^-lstdc++$' | tr '\\n' ' ') && "
         f"{ctx.tool('readelf')} -d ort_smoke > needed.txt"

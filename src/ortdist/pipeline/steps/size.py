@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,24 +77,15 @@ def measure_script(ctx: BuildContext, state: BuildState, archives: list[str]) ->
     if plan.builds_wheel:
         lines.append(f"{strip} --strip-all -o pybind.stripped {build.inside}/{PYBIND}")
     lines += [f"{nm} --defined-only {a} > archive-{i}.nm 2>/dev/null" for i, a in enumerate(archives)]
-    cxx = _compiler_query(plan.cmake_defines) or ctx.tool("g++")
+    # -print-file-name: a clang cross compiler finds the target's runtime archives only when told
+    # the target, sysroot and --gcc-toolchain as well; a GCC one is the compiler the build ran.
+    compiler = ctx.compiler(state.roots)
+    cxx = compiler.shell("cxx") if compiler.clang else plan.cmake_defines.get("CMAKE_CXX_COMPILER") or ctx.tool("g++")
     lines += [
         f'{{ {nm} --defined-only "$({cxx} -print-file-name={name})" > runtime-{i}.nm 2>/dev/null || true; }}'
         for i, name in enumerate(RUNTIME_ARCHIVES)
     ]
     return " && ".join(lines)
-
-
-def _compiler_query(defines: Mapping[str, str]) -> str:
-    """The C++ compiler as the build ran it, for -print-file-name: a clang cross compiler finds the
-    target's runtime archives only when told the target, sysroot and --gcc-toolchain as well."""
-    cxx = defines.get("CMAKE_CXX_COMPILER", "")
-    target = defines.get("CMAKE_CXX_COMPILER_TARGET", "")
-    if not cxx or not target:
-        return cxx
-    sysroot = defines.get("CMAKE_SYSROOT", "")
-    words = [cxx, f"--target={target}", *([f"--sysroot={sysroot}"] if sysroot else [])]
-    return shlex.join(words) + (f" {defines['CMAKE_CXX_FLAGS']}" if defines.get("CMAKE_CXX_FLAGS") else "")
 
 
 def run(ctx: BuildContext, state: BuildState) -> Size:
