@@ -66,7 +66,7 @@ def test_the_program_runs_the_models_in_the_clean_root(make_env: MakeEnv) -> Non
     compile_, run = env.runner.commands
     script = compile_.argv[2]
     assert compile_.root == env.state.roots.build
-    assert "gcc  -O2 -c ort_smoke.c -I/ortdist/work/static/include" in script
+    assert "gcc -O2 -c ort_smoke.c -I/ortdist/work/static/include" in script
     assert "/ortdist/work/static/lib/libonnxruntime.a -static-libstdc++ -static-libgcc" in script
     assert "PKG_CONFIG_PATH=/ortdist/work/static/lib/pkgconfig pkg-config --static" in script
     clean = env.toolchain.base / "clean-root"
