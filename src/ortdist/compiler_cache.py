@@ -72,6 +72,7 @@ class CompilerCache:
     size_env: str  # the variable of ``defaults`` that bounds the local cache's size ('' for none)
     passthrough: tuple[str, ...]  # host variables (prefixes) handed to the cache unchanged
     fixed: Mapping[str, str]  # environment that must hold for the cache to work in the root
+    start: tuple[str, ...]  # a cache server started before the build: a bad backend fails here, named
     zero_stats: tuple[str, ...]
     show_stats: tuple[str, ...]
     stop: tuple[str, ...]  # run after the build: sccache's server must not outlive the root
@@ -100,6 +101,7 @@ CACHES: dict[str, CompilerCache] = {
             "CCACHE_COMPILERCHECK": "content",
             "CCACHE_NOHASHDIR": "true",
         },
+        start=(),
         zero_stats=("ccache", "--zero-stats"),
         show_stats=("ccache", "--print-stats"),
         stop=(),
@@ -125,6 +127,9 @@ CACHES: dict[str, CompilerCache] = {
         size_env="SCCACHE_CACHE_SIZE",
         passthrough=SCCACHE_ENV_PREFIXES,
         fixed={"SCCACHE_DIR": str(IN_ROOT_SCCACHE_DIR)},
+        # sccache checks its storage when its server starts (a remote backend it cannot read or
+        # write fails it) and then fails every compile: started first, its words reach the error.
+        start=(str(IN_ROOT_SCCACHE_BIN), "--start-server"),
         zero_stats=(str(IN_ROOT_SCCACHE_BIN), "--zero-stats"),
         show_stats=(str(IN_ROOT_SCCACHE_BIN), "--show-stats", "--stats-format", "json"),
         stop=(str(IN_ROOT_SCCACHE_BIN), "--stop-server"),
@@ -145,6 +150,7 @@ NO_CACHE = CompilerCache(
     size_env="",
     passthrough=(),
     fixed={},
+    start=(),
     zero_stats=(),
     show_stats=(),
     stop=(),

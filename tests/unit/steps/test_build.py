@@ -138,3 +138,48 @@ def test_ninja_saying_it_had_nothing_to_do_is_recorded(make_env: MakeEnv) -> Non
     env.runner.effects.clear()
     env.runner.on("cmake --build", writes_stats("cache_miss\t1\n", stdout="[1/1] Linking CXX shared library x.so\n"))
     assert build.run(env.ctx, env.state).manifest()["build"] == {"ninja_no_work": False}
+
+
+SCCACHE_UNREACHABLE = """sccache: Starting the server...
+sccache: error: Server startup failed: cache storage failed to read: Unexpected (temporary) at read => send http request
+
+Context:
+   url: http://127.0.0.1:1/.sccache_check
+   service: webdav
+
+Backtrace:
+   0: <unknown>
+  14: __libc_start_call_main
+             at ./csu/../sysdeps/nptl/libc_start_call_main.h:58:16
+"""
+
+
+def test_a_compiler_cache_that_cannot_reach_its_backend_stops_the_build_with_its_words(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sccache's server checks its storage at start and then fails every compile: the build shell
+    starts it first, and a refusal is a named error, not a ninja failure deep in the log."""
+    monkeypatch.setenv("SCCACHE_WEBDAV_ENDPOINT", "http://127.0.0.1:1")
+    env = ready(make_env("cpu-linux", cache_name="sccache"))
+    start_file = "/ortdist/work/compiler-cache-start.txt"
+
+    def refuses(cmd: Command) -> Result:
+        host_of(cmd, start_file).write_text(SCCACHE_UNREACHABLE)
+        return Result(build.CACHE_START_FAILED, "")
+
+    env.runner.on("cmake --build", refuses)
+    with pytest.raises(BuildError) as info:
+        build.run(env.ctx, env.state)
+    script = env.runner.commands[0].argv[2]
+    assert script.startswith(f"/ortdist/tools/sccache --start-server > {start_file} 2>&1 || exit 97; ")
+    message = str(info.value)
+    assert "the compiler cache sccache did not start, so nothing was compiled" in message
+    assert "url: http://127.0.0.1:1/.sccache_check" in message and "__libc_start" not in message
+    assert "SCCACHE_WEBDAV_ENDPOINT" in message and "--compiler-cache ccache" in message
+
+
+def test_ccache_has_no_server_to_start(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    env.runner.on("cmake --build", writes_stats("cache_miss\t1\n"))
+    build.run(env.ctx, env.state)
+    assert "--start-server" not in env.runner.commands[0].argv[2]

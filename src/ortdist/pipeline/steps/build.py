@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from pathlib import Path
@@ -27,6 +28,27 @@ def account_compile(build_dir: Path, seconds: float) -> float:
     return total
 
 
+# The build shell's exit code when the compiler cache's server did not start (ninja never ran).
+CACHE_START_FAILED = 97
+
+
+def cache_start_error(ctx: BuildContext, output: Path) -> BuildError:
+    """A compiler cache that cannot start: its own words, and where its backend comes from."""
+    cc = ctx.plan.compiler_cache
+    # sccache appends its stack trace: not for a person
+    message = output.read_text(encoding="utf-8", errors="replace").split("Backtrace:", 1)[0]
+    words = [line.strip() for line in message.splitlines() if line.strip()]
+    backend = sorted(k for k in os.environ if k.startswith(cc.passthrough) and k not in cc.defaults)
+    return BuildError(
+        f"the compiler cache {cc.name} did not start, so nothing was compiled:\n    "
+        + "\n    ".join(words[:8] or ["(it printed nothing)"]),
+        where=f"{cc.name}'s settings in this environment: {', '.join(backend) or 'none (local disk)'}",
+        fix="make the cache's backend reachable (e.g. SCCACHE_WEBDAV_ENDPOINT, SCCACHE_REDIS_ENDPOINT, "
+        f"SCCACHE_BUCKET), unset its variables to cache on local disk, or build with --compiler-cache ccache; "
+        f"its full output: {output}",
+    )
+
+
 def run(ctx: BuildContext, state: BuildState) -> Compiled:
     lines: list[str] = []
     progress = NinjaProgress()
@@ -40,8 +62,11 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
     stats.host.unlink(missing_ok=True)
     # One shell in one mount namespace: a cache server (sccache) started by the first command
     # serves the build and is stopped before the namespace, and its bind mounts, go away.
+    start = ctx.layout.work / "compiler-cache-start.txt"
+    start.host.unlink(missing_ok=True)
     script = "; ".join(
         [
+            *([f"{shlex.join(cc.start)} > {start.inside} 2>&1 || exit {CACHE_START_FAILED}"] if cc.start else []),
             f"{shlex.join(cc.zero_stats)} >/dev/null 2>&1",
             shlex.join(ctx.plan.build_argv(ctx.jobs, ctx.keep_going)),
             "rc=$?",
@@ -56,6 +81,8 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
         progress.close()
     tree_compile_s = account_compile(ctx.layout.build.host, time.monotonic() - started)
     text = stats.host.read_text(encoding="utf-8", errors="replace") if stats.host.is_file() else ""
+    if code == CACHE_START_FAILED and cc.start and start.host.is_file():
+        raise cache_start_error(ctx, start.host)
     if code != 0:
         excerpt = failure_excerpt(lines)
         detail = (

