@@ -15,11 +15,8 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,7 +32,7 @@ from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
 from ortdist.wheel.names import required_glibc
 
-from . import build_recipe
+from . import build_recipe, free_port, local_server
 
 # What a recipe's module collects with `from .cuda_wheels import *`: the shared fixtures and tests.
 __all__ = [
@@ -235,23 +232,11 @@ def local_index(tmp_path_factory: pytest.TempPathFactory, built: tuple[Path, dic
     wheel = next(packages.iterdir())
     download = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(packages)]
     subprocess.run([*download, f"{wheel}[cuda,cudnn]"], check=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     argv = [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", str(port), "--disable-fallback"]
-    server = subprocess.Popen([*argv, str(packages)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/simple/"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url, timeout=2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with local_server([*argv, str(packages)], url, packages.parent / "pypiserver.log"):
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def install_from_index(index: str, venv: Path) -> Path:

@@ -22,6 +22,8 @@ import pytest
 from ortdist.smoke.models import BUILDERS
 from smoke_helpers import expected_smoke_environment
 
+from . import free_port, local_server
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.main_build,
@@ -532,9 +534,6 @@ def test_one_core_five_pythons(
 def package_index(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A real pypiserver on 127.0.0.1 (from the tests session), uploads guarded by a password as
     a private index's are, reads open, no fallback to PyPI: (upload URL, its packages directory)."""
-    import socket
-    import time
-    import urllib.request
 
     from passlib.apache import HtpasswdFile
 
@@ -543,24 +542,12 @@ def package_index(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     htpasswd = HtpasswdFile(str(tmp_path / "htpasswd"), new=True)
     htpasswd.set_password(INDEX_USER, INDEX_PASSWORD)
     htpasswd.save()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     argv = [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", str(port), "-a", "update"]
     argv += ["-P", str(tmp_path / "htpasswd"), "--disable-fallback", "--hash-algo", "sha256", str(packages)]
-    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url + "simple/", timeout=2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with local_server(argv, url + "simple/", tmp_path / "pypiserver.log"):
         yield url, packages
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 INDEX_USER, INDEX_PASSWORD = "release", "s3cret-for-the-test-index"

@@ -11,11 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +21,8 @@ import pytest
 from ortdist.compiler_cache import IN_ROOT_TOOLS, compiler_cache, ensure_tool, tool_dir
 from ortdist.paths import IN_ROOT_COMPILER, Cache
 from ortdist.toolchains import Bind, load_toolchain, make_toolchain
+
+from . import free_port, local_server
 
 pytestmark = [
     pytest.mark.integration,
@@ -38,12 +37,6 @@ std::map<std::string, std::vector<int>> shapes() { return {{"input", {1, 3, 224,
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def webdav(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """WsgiDAV serving an empty directory on 127.0.0.1, anonymous: (endpoint URL, its directory)."""
@@ -52,24 +45,9 @@ def webdav(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = free_port()
     cli = [sys.executable, "-c", "from wsgidav.server.server_cli import run; run()"]
     argv = [*cli, "--host", "127.0.0.1", "--port", str(port), "--root", str(store), "--auth", "anonymous"]
-    log = (tmp_path / "wsgidav.log").open("w")
-    server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):
-            try:
-                urllib.request.urlopen(url + "/", timeout=2).close()
-                break
-            except OSError:
-                assert server.poll() is None, (tmp_path / "wsgidav.log").read_text()
-                time.sleep(0.1)
-        else:
-            pytest.fail(f"WsgiDAV did not answer on {url}: {(tmp_path / 'wsgidav.log').read_text()}")
+    with local_server(argv, url + "/", tmp_path / "wsgidav.log"):
         yield url, store
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        log.close()
 
 
 def compile_as_a_runner(work: Path, name: str, endpoint: str) -> subprocess.CompletedProcess[str]:
