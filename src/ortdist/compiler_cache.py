@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from .paths import IN_ROOT, IN_ROOT_CCACHE, Cache
 IN_ROOT_SCCACHE_DIR = IN_ROOT / "sccache"
 IN_ROOT_TOOLS = IN_ROOT / "tools"
 IN_ROOT_SCCACHE_BIN = IN_ROOT_TOOLS / "sccache"
+# The cache's shell exits with this when its server did not start (the command never ran).
+CACHE_START_FAILED = 97
 
 # Variables that configure sccache's storage backends and credentials: passed through as is.
 SCCACHE_ENV_PREFIXES = ("SCCACHE_", "AWS_", "ACTIONS_CACHE_", "ACTIONS_RESULTS_", "ACTIONS_RUNTIME_")
@@ -78,10 +81,30 @@ class CompilerCache:
     stop: tuple[str, ...]  # run after the build: sccache's server must not outlive the root
     parse_stats: Callable[[str], dict[str, int]]
 
+    def passed(self, host_env: Mapping[str, str]) -> dict[str, str]:
+        """The host's variables handed to the cache unchanged (its backend, its size)."""
+        return {k: v for k, v in host_env.items() if k.startswith(self.passthrough)}
+
     def env(self, host_env: Mapping[str, str]) -> dict[str, str]:
         """Environment for commands in the build root."""
-        passed = {k: v for k, v in host_env.items() if k.startswith(self.passthrough)}
-        return {**self.defaults, **passed, **self.fixed}
+        return {**self.defaults, **self.passed(host_env), **self.fixed}
+
+    def around(self, command: str, stats: str, start_log: str) -> str:
+        """``command`` in one shell through this cache: its server (sccache) started first (exit
+        CACHE_START_FAILED with its words in ``start_log`` if it cannot), statistics zeroed, then
+        written to ``stats``, the server stopped before the shell's mount namespace goes away;
+        the shell exits with ``command``'s code."""
+        return "; ".join(
+            [
+                *([f"{shlex.join(self.start)} > {start_log} 2>&1 || exit {CACHE_START_FAILED}"] if self.start else []),
+                f"{shlex.join(self.zero_stats)} >/dev/null 2>&1",
+                command,
+                "rc=$?",
+                f"{shlex.join(self.show_stats)} > {stats} 2>&1",
+                *([f"{shlex.join(self.stop)} >/dev/null 2>&1"] if self.stop else []),
+                "exit $rc",
+            ]
+        )
 
 
 CACHES: dict[str, CompilerCache] = {

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ortdist.compiler_cache import IN_ROOT_TOOLS, compiler_cache, ensure_tool, tool_dir
+from ortdist.compiler_cache import CACHE_START_FAILED, IN_ROOT_TOOLS, compiler_cache, ensure_tool, tool_dir
 from ortdist.paths import IN_ROOT_COMPILER, Cache
 from ortdist.toolchains import Bind, load_toolchain, make_toolchain
 
@@ -69,26 +69,18 @@ def compile_as_a_runner(work: Path, name: str, endpoint: str) -> subprocess.Comp
     ]
     env = cc.env({"SCCACHE_WEBDAV_ENDPOINT": endpoint, "SCCACHE_SERVER_PORT": str(free_port())})
     compiler = f"{IN_ROOT_COMPILER}/bin/x86_64-linux-gnu-g++"
-    sccache = shlex.join(cc.launcher.split())
-    script = "; ".join(
-        [
-            f"{shlex.join(cc.start)} || exit 97",
-            f"cd /t && {sccache} {compiler} -O2 -c t.cc -o {name}.o",
-            "rc=$?",
-            f"{shlex.join(cc.show_stats)} > {name}.json",
-            shlex.join(cc.stop) + " >/dev/null 2>&1",
-            "exit $rc",
-        ]
-    )
+    # The build step's own shell around the compile: server start, statistics, stop.
+    command = f"cd /t && {shlex.quote(cc.launcher)} {compiler} -O2 -c t.cc -o {name}.o"
+    script = cc.around(command, f"/t/{name}.json", f"/t/{name}.start.txt")
     argv = toolchain.wrap(root, ["/bin/sh", "-c", script], binds=binds, env=env)
     return subprocess.run(argv, capture_output=True, text=True, check=False)
 
 
 def stats(work: Path, name: str) -> dict[str, int]:
-    parsed = compiler_cache("sccache").parse_stats((work / f"{name}.json").read_text())
-    location = json.loads((work / f"{name}.json").read_text()).get("cache_location", "")
+    text = (work / f"{name}.json").read_text()
+    location = json.loads(text).get("cache_location", "")
     assert not location or "webdav" in str(location).lower(), location
-    return parsed
+    return compiler_cache("sccache").parse_stats(text)
 
 
 def test_a_second_runner_is_served_from_the_shared_webdav_cache(webdav: tuple[str, Path], tmp_path: Path) -> None:
@@ -115,6 +107,7 @@ def test_an_unreachable_cache_server_stops_sccache_at_start_with_its_reason(tmp_
     (work / "t.cc").write_text(SOURCE)
     closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     proc = compile_as_a_runner(work, "runner-c", closed)
-    assert proc.returncode == 97, proc.stdout + proc.stderr
-    assert "Server startup failed" in proc.stdout + proc.stderr and closed in proc.stdout + proc.stderr
+    assert proc.returncode == CACHE_START_FAILED, proc.stdout + proc.stderr
+    said = (work / "runner-c.start.txt").read_text()
+    assert "Server startup failed" in said and closed in said
     assert not (work / "runner-c.o").exists()

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from ... import ninjalog
+from ...compiler_cache import CACHE_START_FAILED
 from ...errors import BuildError
 from ...progress import NinjaProgress, failure_excerpt
 from ..context import BuildContext
@@ -28,17 +29,13 @@ def account_compile(build_dir: Path, seconds: float) -> float:
     return total
 
 
-# The build shell's exit code when the compiler cache's server did not start (ninja never ran).
-CACHE_START_FAILED = 97
-
-
 def cache_start_error(ctx: BuildContext, output: Path) -> BuildError:
     """A compiler cache that cannot start: its own words, and where its backend comes from."""
     cc = ctx.plan.compiler_cache
     # sccache appends its stack trace: not for a person
     message = output.read_text(encoding="utf-8", errors="replace").split("Backtrace:", 1)[0]
     words = [line.strip() for line in message.splitlines() if line.strip()]
-    backend = sorted(k for k in os.environ if k.startswith(cc.passthrough) and k not in cc.defaults)
+    backend = sorted(k for k in cc.passed(os.environ) if k not in cc.defaults)
     return BuildError(
         f"the compiler cache {cc.name} did not start, so nothing was compiled:\n    "
         + "\n    ".join(words[:8] or ["(it printed nothing)"]),
@@ -64,17 +61,8 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
     # serves the build and is stopped before the namespace, and its bind mounts, go away.
     start = ctx.layout.work / "compiler-cache-start.txt"
     start.host.unlink(missing_ok=True)
-    script = "; ".join(
-        [
-            *([f"{shlex.join(cc.start)} > {start.inside} 2>&1 || exit {CACHE_START_FAILED}"] if cc.start else []),
-            f"{shlex.join(cc.zero_stats)} >/dev/null 2>&1",
-            shlex.join(ctx.plan.build_argv(ctx.jobs, ctx.keep_going)),
-            "rc=$?",
-            f"{shlex.join(cc.show_stats)} > {stats.inside} 2>&1",
-            *([f"{shlex.join(cc.stop)} >/dev/null 2>&1"] if cc.stop else []),
-            "exit $rc",
-        ]
-    )
+    build = shlex.join(ctx.plan.build_argv(ctx.jobs, ctx.keep_going))
+    script = cc.around(build, str(stats.inside), str(start.inside))
     started = time.monotonic()
     with ctx.open_log("build") as out:
         code = ctx.runner.stream(ctx.in_root(state.roots, ["/bin/sh", "-c", script]), on_line=on_line, log=out)
