@@ -23,6 +23,8 @@ from .patches import Patch
 from .recipe import Recipe
 from .registry import DependencySource, ExecutionProvider, OrtVersion, Target
 from .toolchains.spec import ToolchainSpec
+from .workers import ENGINE, Worker
+from .workers import WHERE as WORKERS_WHERE
 
 STRIPPED_BUILD_TYPES = frozenset({"Release", "MinSizeRel"})
 
@@ -43,6 +45,8 @@ class BuildPlan:
     repair_excludes: tuple[str, ...]
     strip: bool
     compiler_cache: CompilerCache
+    # distcc workers the compile sends compiler-cache misses to (--workers; none: all local).
+    workers: tuple[Worker, ...] = ()
     # The dependency sources this build compiles (ort_versions.toml [deps], as the toolchain and EPs select).
     deps: tuple[DependencySource, ...] = ()
     # Versions of the recipe's [wheel] python that the command line's --python left out (the host
@@ -171,6 +175,8 @@ class BuildPlan:
             "repair_excludes": list(self.repair_excludes),
             "strip": self.strip,
             "compiler_cache": self.compiler_cache.name,
+            # Only when set: a local build's plan keeps its digest (and its reuse).
+            **({"workers": {"engine": ENGINE, "hosts": [w.spec for w in self.workers]}} if self.workers else {}),
             "cmake_configure": self.configure_argv(),
             "cmake_defines": {
                 key: {"value": value, "from": self.define_sources.get(key, "")}
@@ -238,8 +244,10 @@ def make_plan(
     patches: tuple[Patch, ...],
     compiler_cache: CompilerCache = CACHES["ccache"],
     python: Sequence[str] | None = None,
+    workers: tuple[Worker, ...] = (),
 ) -> BuildPlan:
-    """``python``: the command line's selection from the recipe's [wheel] python (None: all of them)."""
+    """``python``: the command line's selection from the recipe's [wheel] python (None: all of them);
+    ``workers``: distcc workers for the compile (--workers)."""
     version = registry.ort_versions()[recipe.ort_version]
     target = registry.targets()[recipe.target]
     providers = resolve_providers(recipe, toolchain)
@@ -284,6 +292,15 @@ def make_plan(
             f"glibc {glibc} and newer",
             where=f"recipe {recipe.name} [features] key 'packed_relocations'",
             fix="set packed_relocations = false, or use a toolchain whose glibc is 2.36 or newer",
+        )
+    if workers and compiler_cache.name != "ccache":
+        raise RecipeError(
+            f"--workers sends ccache's misses to distcc; this build uses {compiler_cache.name!r}"
+            + ("" if toolchain.has_root else f" (toolchain {toolchain.name} builds without a root, so no cache)"),
+            where=WORKERS_WHERE,
+            fix="build with --compiler-cache ccache (the default), or drop --workers"
+            if toolchain.has_root
+            else "drop --workers: distcc workers serve the Debian-rooted toolchains",
         )
     python, not_built = select_python(recipe, python)
     where = "--python" if not_built else f"recipe {recipe.name} [wheel] key 'python'"
@@ -350,5 +367,6 @@ def make_plan(
         # debug info keep it.
         strip=recipe.build_type in STRIPPED_BUILD_TYPES,
         compiler_cache=compiler_cache,
+        workers=workers,
         deps=selected_deps(recipe, version, toolchain, providers),
     )

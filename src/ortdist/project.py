@@ -5,6 +5,7 @@ Below the CLI, so the CLI, the bench and the CI generator share one way to plan 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -17,6 +18,7 @@ from .recipe import Recipe, load_recipe
 from .recipe.load import is_plain_name
 from .recipe.model import FeatureSettings
 from .toolchains import load_toolchain
+from .workers import parse_workers
 
 
 def resolve_recipe_path(arg: str, project: Path) -> Path:
@@ -49,10 +51,17 @@ def load_patches(recipe: Recipe, project: Path) -> tuple[Patch, ...]:
 
 
 def plan_for(
-    recipe_arg: str, project: Path, cache_name: str | None = None, python: Sequence[str] | None = None
+    recipe_arg: str,
+    project: Path,
+    cache_name: str | None = None,
+    python: Sequence[str] | None = None,
+    workers: str | None = None,
 ) -> tuple[BuildPlan, Path]:
-    """``python``: the command line's choice of the recipe's Pythons (None: every one it lists)."""
+    """``python``: the command line's choice of the recipe's Pythons (None: every one it lists);
+    ``workers``: distcc workers as HOST[:PORT][/SLOTS] items (None: $ORTDIST_WORKERS, else none)."""
     path = resolve_recipe_path(recipe_arg, project)
     recipe = load_recipe(path)
     toolchain = load_toolchain(project, recipe.toolchain)
-    return make_plan(recipe, toolchain, load_patches(recipe, project), compiler_cache(cache_name), python), path
+    chosen = parse_workers(os.environ.get("ORTDIST_WORKERS", "") if workers is None else workers)
+    cache = compiler_cache(cache_name)
+    return make_plan(recipe, toolchain, load_patches(recipe, project), cache, python, chosen), path

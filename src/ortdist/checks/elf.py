@@ -47,6 +47,28 @@ def _cstr(data: bytes, offset: int) -> str:
     return data[offset:end].decode("utf-8", "replace")
 
 
+def interpreter(data: bytes) -> str:
+    """The program interpreter (PT_INTERP) an executable's bytes name ('' for none): the dynamic
+    loader a binary unpacked from another system's package needs to be started by."""
+    if not is_elf(data) or len(data) < 52:
+        raise ValueError("not an ELF file")
+    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
+    if wide:
+        (phoff,) = struct.unpack_from(f"{order}Q", data, 0x20)
+        phentsize, phnum = struct.unpack_from(f"{order}HH", data, 0x36)
+    else:
+        (phoff,) = struct.unpack_from(f"{order}I", data, 0x1C)
+        phentsize, phnum = struct.unpack_from(f"{order}HH", data, 0x2A)
+    for n in range(phnum):
+        at = phoff + n * phentsize
+        (kind,) = struct.unpack_from(f"{order}I", data, at)
+        if kind == 3:  # PT_INTERP
+            field_format, field_at = (f"{order}Q", at + 8) if wide else (f"{order}I", at + 4)
+            (offset,) = struct.unpack_from(field_format, data, field_at)
+            return _cstr(data, int(offset))
+    return ""
+
+
 def read_needs(data: bytes) -> ElfNeeds:
     """The dynamic needs of an ELF file's bytes (a static archive member or an executable without a
     dynamic section needs nothing). Raises ValueError for bytes that are not a well-formed ELF."""

@@ -79,7 +79,28 @@ def parser() -> argparse.ArgumentParser:
         help="build wheels for only these of the recipe's Pythons (a host without some of them); "
         "the manifest and the report name the ones left out (default: every one the recipe lists)",
     )
+    b.add_argument(
+        "--workers",
+        metavar="HOST[:PORT][/SLOTS],...",
+        help="send the compiler cache's misses to these distcc workers (each running `ortdist worker "
+        "TOOLCHAIN`); links and cache hits stay here (default: $ORTDIST_WORKERS, else none)",
+    )
     b.set_defaults(func=commands.cmd_build)
+
+    w = sub.add_parser("worker", help="serve compiles for `build --workers`: distccd in a toolchain's root")
+    w.add_argument("toolchain", help="toolchains/<name>.toml: the root whose compilers this worker runs")
+    w.add_argument("--listen", required=True, metavar="ADDRESS", help="the address distccd listens on")
+    w.add_argument(
+        "--allow",
+        required=True,
+        action="append",
+        metavar="CIDR",
+        help="clients allowed to send compiles, e.g. 10.0.0.0/24 (repeatable); distcc has no other authentication",
+    )
+    w.add_argument("--port", type=_count(1), default=3632, help="TCP port (default: 3632, distcc's)")
+    w.add_argument("--jobs", "-j", type=_count(0), default=0, help="compiles at once (0, the default: all cores)")
+    w.add_argument("--state", help="where its overlay and settings live (default: a new temp directory)")
+    w.set_defaults(func=commands.cmd_worker)
 
     pl = sub.add_parser("plan", help="print the build plan (CMake command, steps, artifacts) as JSON")
     pl.add_argument("recipe")

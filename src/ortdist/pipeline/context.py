@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -57,9 +57,9 @@ class BuildContext:
             **self.plan.toolchain.cross_facts(self.plan.target.triple, "env"),
         }
 
-    def in_root(self, roots: Roots, argv: Sequence[str]) -> Command:
-        """``argv`` in the build root with every tree of the layout mounted."""
-        return Command(tuple(argv), roots.build, tuple(self.layout.binds(roots)), self.env())
+    def in_root(self, roots: Roots, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Command:
+        """``argv`` in the build root with every tree of the layout mounted; ``env`` adds to ``env()``."""
+        return Command(tuple(argv), roots.build, tuple(self.layout.binds(roots)), {**self.env(), **(env or {})})
 
     def host_capture(self, argv: Sequence[str], **options: Any) -> Result:
         """``argv`` on the host through the step's runner (recorded in unit tests), as run.capture takes it."""

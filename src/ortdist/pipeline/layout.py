@@ -21,6 +21,7 @@ from ..paths import IN_ROOT_BUILD, IN_ROOT_DEPS, IN_ROOT_SHIMS, IN_ROOT_SOURCE, 
 from ..plan import BuildPlan
 from ..registry import DependencySource
 from ..toolchains import Bind
+from ..workers import IN_ROOT_DISTCC
 
 
 def source_tree_name(plan: BuildPlan) -> str:
@@ -64,6 +65,7 @@ class Roots(StepOutput):
     pythons: Mapping[str, Path] = field(default_factory=dict)  # other CPythons' unpacked trees
     packages: Mapping[str, str] = field(default_factory=dict)  # the build root's, for the SBOMs
     target_packages: Mapping[str, str] = field(default_factory=dict)
+    distcc: Path | None = None  # Debian's distcc unpacked beside the build root (--workers)
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,8 @@ class Layout:
         ]
         if self.tools is not None:
             out.append(Bind(self.tools.host, Path(self.tools.inside), read_only=True))
+        if roots.distcc is not None:
+            out.append(Bind(roots.distcc, IN_ROOT_DISTCC, read_only=True))
         out += [Bind(p.host, Path(p.inside)) for p in self.deps.values()]
         if roots.target is not None:
             out.append(Bind(roots.target, IN_ROOT_TARGET, read_only=True))

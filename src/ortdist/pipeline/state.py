@@ -56,6 +56,8 @@ class Compiled(StepOutput):
     # compiles from source (``_deps/``) and ORT itself: what a cold build spends on each.
     command_seconds: Mapping[str, float] = field(default_factory=dict)
     ninja_no_work: bool = False  # ninja said "no work to do": this run compiled and linked nothing
+    # --workers: the engine, the workers asked, used and left out, where compiles ran (distcc's log)
+    workers: Mapping[str, Any] = field(default_factory=dict)
 
     def manifest(self) -> Mapping[str, Any]:
         return {
@@ -63,6 +65,7 @@ class Compiled(StepOutput):
             "compiler_cache": dict(self.compiler_cache),
             "compile_command_s": dict(self.command_seconds),
             "build": {"ninja_no_work": self.ninja_no_work},
+            **({"workers": dict(self.workers)} if self.workers else {}),
         }
 
 

@@ -61,6 +61,21 @@ class Toolchain(Protocol):
         with only its packages, where the compat step proves the build's outputs run."""
         ...
 
+    def ensure_tool_tree(
+        self,
+        cache: Cache,
+        build_root: Path,
+        name: str,
+        packages: Sequence[str],
+        finish: Callable[[Path], None],
+        layout: str,
+        log: TextIO,
+    ) -> Path:
+        """Create (once) and return ``packages`` (with what of their dependencies the build root
+        lacks) unpacked beside the build root, not installed in it; ``finish`` adds to the tree
+        (``layout``: the version of what it adds). Programs a build runs only sometimes (distcc)."""
+        ...
+
     def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
         """Names under <cache>/sysroots of the roots a build of ``steps`` for ``triple`` makes, the
         build root's first (pure: CI keys its caches by them)."""
@@ -82,8 +97,10 @@ class Toolchain(Protocol):
         binds: Sequence[Bind] = (),
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        writable: Path | None = None,
     ) -> list[str]:
-        """The host argv that runs ``cmd`` inside ``root`` (pure: builds the command, runs nothing)."""
+        """The host argv that runs ``cmd`` inside ``root`` (pure: builds the command, runs nothing);
+        ``writable``: the root seen through an overlay whose writes land there (a daemon's)."""
         ...
 
 

@@ -7,7 +7,7 @@ failing later inside a debootstrap or chroot that does not apply to it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -51,6 +51,18 @@ class PlanOnlyToolchain:
     def ensure_compat_root(self, cache: Cache, compat: CompatRoot, log: TextIO) -> Path:
         self._refuse(f"check a build on Debian {compat.suite}")
 
+    def ensure_tool_tree(
+        self,
+        cache: Cache,
+        build_root: Path,
+        name: str,
+        packages: Sequence[str],
+        finish: Callable[[Path], None],
+        layout: str,
+        log: TextIO,
+    ) -> Path:
+        self._refuse(f"provide {name}")
+
     def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
         return ()  # no roots: its builds run on the runner itself
 
@@ -68,5 +80,6 @@ class PlanOnlyToolchain:
         binds: Sequence[Bind] = (),
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        writable: Path | None = None,
     ) -> list[str]:
         self._refuse("run commands")

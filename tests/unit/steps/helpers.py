@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TextIO
@@ -68,6 +68,21 @@ class FakeToolchain:
         self.calls.append(("compat", compat.name, compat.suite))
         return self._root(f"compat-{compat.name}")
 
+    def ensure_tool_tree(
+        self,
+        cache: Cache,
+        build_root: Path,
+        name: str,
+        packages: Sequence[str],
+        finish: Callable[[Path], None],
+        layout: str,
+        log: TextIO,
+    ) -> Path:
+        self.calls.append(("tool", build_root.name, name, *packages))
+        tree = self._root(f"tool-{name}")
+        finish(tree)
+        return tree
+
     def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
         return ("build-root",)
 
@@ -85,6 +100,7 @@ class FakeToolchain:
         binds: Sequence[Bind] = (),
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        writable: Path | None = None,
     ) -> list[str]:
         return ["fake-wrap", str(root), "--", *cmd]
 

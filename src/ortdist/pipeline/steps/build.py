@@ -5,11 +5,16 @@ from __future__ import annotations
 import os
 import shlex
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ... import ninjalog
+from ... import ninjalog, workers
 from ...compiler_cache import CACHE_START_FAILED
 from ...errors import BuildError
+from ...fsutil import remove_tree
+from ...log import log
 from ...progress import NinjaProgress, failure_excerpt
 from ..context import BuildContext
 from ..state import BuildState, Compiled
@@ -46,9 +51,71 @@ def cache_start_error(ctx: BuildContext, output: Path) -> BuildError:
     )
 
 
+@dataclass(frozen=True)
+class Distributed:
+    """What the compile sends to workers: the environment and the jobs they add (none: all local)."""
+
+    env: Mapping[str, str]
+    jobs: int
+    record: dict[str, Any]
+    client_log: Path | None = None  # distcc's log on the host, where compiles ran
+
+
+def distribute(ctx: BuildContext, state: BuildState) -> Distributed:
+    """The plan's workers probed (workers.py): those that compile the probe to this machine's bytes
+    take ccache's misses; one that does not answer is left out with a warning (its share compiles
+    here); one that answers with another compiler, or none, stops the build."""
+    plan = ctx.plan
+    if not plan.workers:
+        return Distributed({}, 0, {})
+    place = ctx.layout.work / "distcc"
+    probe = place / "probe"
+    remove_tree(place.host)
+    probe.host.mkdir(parents=True)
+    (probe.host / "probe.cc").write_text(workers.PROBE_SOURCE, encoding="utf-8")
+    script = workers.probe_script(plan.workers, workers.probe_compiler(plan.cmake_defines), probe.inside)
+    out = ctx.runner.capture(ctx.in_root(state.roots, ["/bin/sh", "-c", script]), check=False)
+    logs = {
+        n: (probe.host / f"w{n}.log").read_text(encoding="utf-8", errors="replace")
+        for n in range(len(plan.workers))
+        if (probe.host / f"w{n}.log").is_file()
+    }
+    results = workers.read_probe(plan.workers, out.stdout, logs)
+    bad = [r for r in results if r.status in ("failed", "differs")]
+    if bad or out.returncode != 0:
+        said = {"failed": "answered but could not compile the probe", "differs": "compiled the probe differently"}
+        lines = [f"{r.worker.spec} {said[r.status]}: {r.detail}" for r in bad] or [
+            f"the probe did not compile here (exit {out.returncode}): {(out.stdout + out.stderr).strip()[-400:]}"
+        ]
+        raise BuildError(
+            "a worker does not compile as this build does, so nothing was sent to any:\n    " + "\n    ".join(lines),
+            where=workers.WHERE,
+            fix=f"run `ortdist worker {plan.toolchain.name}` there (the same toolchain root), or leave it out; "
+            f"distcc's own words: {probe.host}/w*.log",
+        )
+    used = [r.worker for r in results if r.usable]
+    for r in results:
+        if not r.usable:
+            log.warning(f"worker {r.worker.spec} did not answer ({r.detail}): its share of the compile runs here")
+    if not used:
+        log.warning("no worker answered: compiling on this machine only")
+    record: dict[str, Any] = {
+        "engine": workers.ENGINE,
+        "asked": [w.spec for w in plan.workers],
+        "used": [w.spec for w in used],
+        "left_out": {r.worker.spec: r.detail for r in results if not r.usable},
+    }
+    if not used:
+        return Distributed({}, 0, record)
+    env = workers.client_env(used, place.inside, os.environ)
+    client_log = place.host / workers.client_log(place.inside).relative_to(place.inside)
+    return Distributed(env, sum(w.slots for w in used), record, client_log)
+
+
 def run(ctx: BuildContext, state: BuildState) -> Compiled:
     lines: list[str] = []
     progress = NinjaProgress()
+    distributed = distribute(ctx, state)
 
     def on_line(line: str) -> None:
         lines.append(line)
@@ -61,11 +128,12 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
     # serves the build and is stopped before the namespace, and its bind mounts, go away.
     start = ctx.layout.work / "compiler-cache-start.txt"
     start.host.unlink(missing_ok=True)
-    build = shlex.join(ctx.plan.build_argv(ctx.jobs, ctx.keep_going))
+    build = shlex.join(ctx.plan.build_argv(ctx.jobs + distributed.jobs, ctx.keep_going))
     script = cc.around(build, str(stats.inside), str(start.inside))
     started = time.monotonic()
     with ctx.open_log("build") as out:
-        code = ctx.runner.stream(ctx.in_root(state.roots, ["/bin/sh", "-c", script]), on_line=on_line, log=out)
+        command = ctx.in_root(state.roots, ["/bin/sh", "-c", script], distributed.env)
+        code = ctx.runner.stream(command, on_line=on_line, log=out)
         progress.close()
     tree_compile_s = account_compile(ctx.layout.build.host, time.monotonic() - started)
     text = stats.host.read_text(encoding="utf-8", errors="replace") if stats.host.is_file() else ""
@@ -90,8 +158,14 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
         if ninja_log.is_file()
         else {}
     )
+    record = distributed.record
+    if distributed.client_log is not None:
+        client = distributed.client_log
+        text = client.read_text(encoding="utf-8", errors="replace") if client.is_file() else ""
+        record = {**record, "compiles": workers.compiled_where(text), "retried": workers.retried(text)}
     return Compiled(
         tree_compile_s=tree_compile_s,
+        workers=record,
         compiler_cache={"name": cc.name, **cc.parse_stats(text)},
         command_seconds=split,
         ninja_no_work=ninjalog.no_work(lines),

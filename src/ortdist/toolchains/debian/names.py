@@ -31,10 +31,19 @@ TARGET_LAYOUT = "merged-usr-1"
 COMPAT_LAYOUT = "compat-1"
 # The same for the directories of other CPython versions.
 PYTHON_LAYOUT = "python-overlay-1"
+# The same for the trees of packages unpacked beside a build root (distcc).
+TOOL_LAYOUT = "tool-tree-1"
 
 
 def build_root_name(spec: ToolchainSpec) -> str:
     return f"{spec.name}-{spec.root_digest[:12]}"
+
+
+def tool_tree_name(spec: ToolchainSpec, name: str, packages: Sequence[str], layout: str) -> str:
+    """Packages unpacked beside the build root: named by that root (whose apt chose what it lacks),
+    the packages and ``layout`` (the caller's version of what it adds to the tree)."""
+    digest = sha256_text(TOOL_LAYOUT, layout, *packages)
+    return f"{build_root_name(spec)}-{name}-{digest[:12]}"
 
 
 def clean_root_name(spec: ToolchainSpec) -> str:

@@ -33,6 +33,7 @@ from .names import (
     compat_root_name,
     python_overlay_name,
     target_root_name,
+    tool_tree_name,
 )
 from .openmp import install_openmp
 from .overlays import fill_overlay
@@ -137,9 +138,19 @@ class DebianSysroot:
         binds: Sequence[Bind] = (),
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        writable: Path | None = None,
     ) -> list[str]:
         q = shlex.quote
         lines = ["set -e"]
+        if writable is not None:
+            # The root as a lower layer: what the command writes lands in ``writable``, and the
+            # merged top directory is world-readable (a root is made 0700), for a daemon that drops
+            # root (distccd runs compilers as nobody).
+            upper, work, merged = writable / "upper", writable / "work", writable / "merged"
+            lines.append(f"mkdir -p {q(str(upper))} {q(str(work))} {q(str(merged))} && chmod 755 {q(str(upper))}")
+            options = f"lowerdir={root},upperdir={upper},workdir={work}"
+            lines.append(f"mount -t overlay overlay -o {q(options)} {q(str(merged))}")
+            root = merged
         for bind in binds:
             target = root / bind.inside.relative_to("/")
             lines.append(f"mkdir -p {q(str(target))}")
@@ -345,16 +356,49 @@ class DebianSysroot:
         announce = f"creating target sysroot {final.name} ({arch}, {len(packages)} packages)"
         return self.make_root(RootRecipe(final, announce, make))
 
+    def ensure_tool_tree(
+        self,
+        cache: Cache,
+        build_root: Path,
+        name: str,
+        packages: Sequence[str],
+        finish: Callable[[Path], None],
+        layout: str,
+        log: TextIO,
+    ) -> Path:
+        """``packages`` and those of their dependencies the build root lacks, downloaded by its apt
+        and unpacked into a tree of their own beside it (nothing installed, the root untouched);
+        ``finish`` adds to the tree, ``layout`` names the version of what it adds."""
+        final = cache.sysroots / tool_tree_name(self.spec, name, packages, layout)
+
+        def make(tmp: Path) -> dict[str, object]:
+            with apt_state_dir(final) as state:
+                installed = (build_root / "var" / "lib" / "dpkg" / "status").read_text(encoding="utf-8")
+                versions = self._download_target_packages(build_root, state, "", packages, tmp, log, installed)
+            finish(tmp)
+            return {"build_root": build_root.name, "requested": list(packages), "installed": versions}
+
+        return self.make_root(RootRecipe(final, f"unpacking {', '.join(packages)} beside {build_root.name}", make))
+
     def _download_target_packages(
-        self, build_root: Path, state: Path, arch: str, packages: Sequence[str], dest: Path, log: TextIO
+        self,
+        build_root: Path,
+        state: Path,
+        arch: str,
+        packages: Sequence[str],
+        dest: Path,
+        log: TextIO,
+        installed: str = "",
     ) -> dict[str, str]:
-        """``packages`` of ``arch`` and their dependencies, downloaded by the build root's apt into a
-        private state directory and unpacked into ``dest``: package -> version."""
+        """``packages`` of ``arch`` (the root's own: "") and their dependencies not in ``installed``
+        (a dpkg status file's text), downloaded by the build root's apt into a private state
+        directory and unpacked into ``dest``: package -> version."""
         (state / "lists" / "partial").mkdir(parents=True)
         (state / "cache" / "archives" / "partial").mkdir(parents=True)
-        (state / "status").write_text("")
+        (state / "status").write_text(installed)
         apt_state = Path("/ortdist/apt-state")
-        options = [f"-oAPT::Architecture={arch}", f"-oAPT::Architectures={arch}", *private_apt_options(apt_state)]
+        arches = [f"-oAPT::Architecture={arch}", f"-oAPT::Architectures={arch}"] if arch else []
+        options = [*arches, *private_apt_options(apt_state)]
         install = ["install", "-y", "-q", "--download-only", "--no-install-recommends", *packages]
         script = " && ".join(shlex.join(["apt-get", *options, *words]) for words in (["update", "-q"], install))
         run.call(
@@ -366,7 +410,7 @@ class DebianSysroot:
             ),
             log=log,
             error=ToolchainError,
-            what=f"downloading the {arch} packages",
+            what=f"downloading the {arch or 'build root'} packages",
         )
         return unpack_debs(state / "cache" / "archives", dest, log)
 
