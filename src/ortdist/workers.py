@@ -224,12 +224,16 @@ def wrappers(tree: Path, loader: str) -> dict[str, str]:
     }
 
 
-def allowed_compilers(*tables: Mapping[str, str]) -> tuple[str, ...]:
-    """The compilers a worker for a toolchain serves: the CMAKE_<LANG>_COMPILER defines of its CMake
-    tables (its own, each cross target's; as seen in the root), else the root's own cc/c++ (a Debian
-    toolchain that leaves the choice to CMake)."""
-    named = [t[k] for t in tables for k in sorted(t) if re.fullmatch(r"CMAKE_(C|CXX)_COMPILER", k) and t[k]]
-    return tuple(dict.fromkeys(named or ["/usr/bin/cc", "/usr/bin/c++", "/usr/bin/gcc", "/usr/bin/g++"]))
+def allowed_compilers(own: Mapping[str, str], cross: Sequence[Mapping[str, str]] = ()) -> tuple[str, ...]:
+    """The compilers a worker for a toolchain serves: the CMAKE_<LANG>_COMPILER defines of its own
+    CMake table (as seen in the root), else the root's cc/c++ that CMake then picks, plus those of
+    each cross target's table."""
+
+    def named(table: Mapping[str, str]) -> list[str]:
+        return [table[k] for k in sorted(table) if re.fullmatch(r"CMAKE_(C|CXX)_COMPILER", k) and table[k]]
+
+    host = named(own) or ["/usr/bin/cc", "/usr/bin/c++", "/usr/bin/gcc", "/usr/bin/g++"]
+    return tuple(dict.fromkeys([*host, *(c for table in cross for c in named(table))]))
 
 
 def daemon_argv(listen: str, allow: Sequence[str], port: int, jobs: int) -> list[str]:

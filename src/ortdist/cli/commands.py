@@ -80,8 +80,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         )
     conf = state / "conf"
     conf.mkdir(exist_ok=True)
-    tables = [spec.cmake, *(spec.cross_facts(triple, "cmake") for triple in spec.cross_targets)]
-    allowed = workers.allowed_compilers(*({k: in_root(v) for k, v in t.items()} for t in tables))
+    cross = [spec.cross_facts(triple, "cmake") for triple in spec.cross_targets]
+    allowed = workers.allowed_compilers(
+        {k: in_root(v) for k, v in spec.cmake.items()}, [{k: in_root(v) for k, v in t.items()} for t in cross]
+    )
     (conf / "cmdlist").write_text("".join(f"{c}\n" for c in allowed), encoding="utf-8")
     daemon = shlex.join(workers.daemon_argv(args.listen, args.allow, args.port, args.jobs or os.cpu_count() or 2))
     env = {"DISTCC_CMDLIST": f"{workers.IN_ROOT_WORKER}/cmdlist", "DISTCC_CMDLIST_NUMWORDS": str(workers.CMDLIST_WORDS)}
