@@ -82,8 +82,9 @@ class CompilerCache:
     parse_stats: Callable[[str], dict[str, int]]
 
     def passed(self, host_env: Mapping[str, str]) -> dict[str, str]:
-        """The host's variables handed to the cache unchanged (its backend, its size)."""
-        return {k: v for k, v in host_env.items() if k.startswith(self.passthrough)}
+        """The host's variables handed to the cache unchanged (its backend, its size); an empty one
+        is unset (CI sets a repository variable nobody defined to "")."""
+        return {k: v for k, v in host_env.items() if k.startswith(self.passthrough) and v}
 
     def env(self, host_env: Mapping[str, str]) -> dict[str, str]:
         """Environment for commands in the build root."""

@@ -23,8 +23,8 @@ from .patches import Patch
 from .recipe import Recipe
 from .registry import DependencySource, ExecutionProvider, OrtVersion, Target
 from .toolchains.spec import ToolchainSpec
-from .workers import ENGINE, Worker
 from .workers import WHERE as WORKERS_WHERE
+from .workers import Worker
 
 STRIPPED_BUILD_TYPES = frozenset({"Release", "MinSizeRel"})
 
@@ -45,7 +45,9 @@ class BuildPlan:
     repair_excludes: tuple[str, ...]
     strip: bool
     compiler_cache: CompilerCache
-    # distcc workers the compile sends compiler-cache misses to (--workers; none: all local).
+    # distcc workers the compile sends compiler-cache misses to (--workers; none: all local). Not in
+    # the summary: where compiles run changes nothing built (the probe holds workers to this
+    # machine's bytes), so the digest, step reuse and CI's cache keys stay; the manifest says.
     workers: tuple[Worker, ...] = ()
     # The dependency sources this build compiles (ort_versions.toml [deps], as the toolchain and EPs select).
     deps: tuple[DependencySource, ...] = ()
@@ -175,8 +177,6 @@ class BuildPlan:
             "repair_excludes": list(self.repair_excludes),
             "strip": self.strip,
             "compiler_cache": self.compiler_cache.name,
-            # Only when set: a local build's plan keeps its digest (and its reuse).
-            **({"workers": {"engine": ENGINE, "hosts": [w.spec for w in self.workers]}} if self.workers else {}),
             "cmake_configure": self.configure_argv(),
             "cmake_defines": {
                 key: {"value": value, "from": self.define_sources.get(key, "")}

@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from . import run
 from .checks.elf import interpreter
+from .defines import in_root
 from .errors import RecipeError
-from .paths import IN_ROOT
+from .log import log
+from .paths import IN_ROOT, Cache
+from .toolchains import Bind, Toolchain
 
 ENGINE = "distcc"
 PACKAGES = ("distcc",)  # Debian's; the libraries it needs that a root lacks come with it
@@ -88,7 +93,7 @@ def parse_workers(text: str, where: str = WHERE) -> tuple[Worker, ...]:
 def client_env(workers: Sequence[Worker], state: PurePosixPath, host_env: Mapping[str, str]) -> dict[str, str]:
     """The build root's environment that sends ccache's misses to ``workers``: distcc keeps its
     locks and its log (``client_log``) under ``state``, a writable directory of the build."""
-    passed = {k: v for k, v in host_env.items() if k.startswith(PASSTHROUGH)}
+    passed = {k: v for k, v in host_env.items() if k.startswith(PASSTHROUGH) and v}
     return {
         **passed,
         "CCACHE_PREFIX": str(CLIENT),
@@ -253,3 +258,30 @@ def daemon_argv(listen: str, allow: Sequence[str], port: int, jobs: int) -> list
         "--log-level",
         "info",
     ]
+
+
+def serve(
+    toolchain: Toolchain, cache: Cache, state: Path, listen: str, allow: Sequence[str], port: int, jobs: int
+) -> int:
+    """``ortdist worker``: distccd in ``toolchain``'s build root seen through an overlay (the root
+    is never written; its writes land in ``state``), serving the toolchain's own compilers until
+    stopped; its log on stdout. The exit code is distccd's."""
+    spec = toolchain.spec
+    state.mkdir(parents=True, exist_ok=True)
+    with (state / "toolchain.log").open("w", encoding="utf-8") as out:
+        root = toolchain.ensure_build_root(cache, out)
+        tree = toolchain.ensure_tool_tree(cache, root, ENGINE, PACKAGES, finish_tree, TREE_LAYOUT, out)
+    conf = state / "conf"
+    conf.mkdir(exist_ok=True)
+    cross = [spec.cross_facts(triple, "cmake") for triple in spec.cross_targets]
+    allowed = allowed_compilers(
+        {k: in_root(v) for k, v in spec.cmake.items()}, [{k: in_root(v) for k, v in t.items()} for t in cross]
+    )
+    (conf / "cmdlist").write_text("".join(f"{c}\n" for c in allowed), encoding="utf-8")
+    env = {"DISTCC_CMDLIST": f"{IN_ROOT_WORKER}/cmdlist", "DISTCC_CMDLIST_NUMWORDS": str(CMDLIST_WORDS)}
+    binds = [Bind(tree, IN_ROOT_DISTCC, read_only=True), Bind(conf, IN_ROOT_WORKER, read_only=True)]
+    # distccd starts only where its masquerade directory exists (it lists nothing: DISTCC_CMDLIST does)
+    command = f"mkdir -p /usr/lib/distcc && exec {shlex.join(daemon_argv(listen, allow, port, jobs))}"
+    argv = toolchain.wrap(root, ["/bin/sh", "-c", command], binds=binds, env=env, writable=state / "overlay")
+    log.info(f"worker for {spec.name} on {listen}:{port}, compilers: {', '.join(allowed)}; state: {state}")
+    return run.returncode(argv, log=sys.stdout)

@@ -194,6 +194,17 @@ jobs:
     name: ${{{{ matrix.recipe }}}} (${{{{ matrix.target }}}})
     runs-on: ${{{{ matrix.runner }}}}
     timeout-minutes: {wf.timeout_minutes}
+    # Scaling out (docs/scaling.md): a team's shared compiler cache and distcc workers, from the
+    # repository's variables and secrets; unset (empty), each job caches on its runner's disk and
+    # compiles there. sccache takes its backend from SCCACHE_* (WebDAV here; Redis, S3, GCS alike);
+    # workers must be reachable from the runner (self-hosted runners on the team's network), each
+    # running `ortdist worker TOOLCHAIN` for the recipe's toolchain.
+    env:
+      ORTDIST_COMPILER_CACHE: ${{{{ vars.ORTDIST_COMPILER_CACHE }}}}
+      SCCACHE_WEBDAV_ENDPOINT: ${{{{ vars.SCCACHE_WEBDAV_ENDPOINT }}}}
+      SCCACHE_WEBDAV_USERNAME: ${{{{ vars.SCCACHE_WEBDAV_USERNAME }}}}
+      SCCACHE_WEBDAV_PASSWORD: ${{{{ secrets.SCCACHE_WEBDAV_PASSWORD }}}}
+      ORTDIST_WORKERS: ${{{{ vars.ORTDIST_WORKERS }}}}
     defaults:
       run:
         shell: bash

@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 import tempfile
 from pathlib import Path
 
-from .. import pipeline, registry, run, sources, workers
+from .. import pipeline, registry, sources, workers
 from ..checks import elf
-from ..defines import in_root
 from ..errors import ModelError, OrtdistError, PatchError, PublishError
 from ..fsutil import allow_removals_under, atomic_write_text, check_output_dir, check_output_file
 from ..hosttools import require_host_tools
@@ -23,7 +21,7 @@ from ..pipeline.state import Published
 from ..progress import format_duration
 from ..project import plan_for
 from ..recipe.schema import recipe_schema_text
-from ..toolchains import Bind, Toolchain, load_toolchain, make_toolchain, require_host_pythons
+from ..toolchains import Toolchain, load_toolchain, make_toolchain, require_host_pythons
 
 SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
 
@@ -64,35 +62,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    """distccd for one toolchain, in its build root seen through an overlay (the root is never
-    written), until stopped: a worker `ortdist build --workers HOST` sends compiles to."""
-    spec = load_toolchain(project_root(), args.toolchain)
-    toolchain = make_toolchain(spec)
+    toolchain = make_toolchain(load_toolchain(project_root(), args.toolchain))
     toolchain.preflight()
-    cache = Cache.default()
     state = Path(args.state or tempfile.mkdtemp(prefix="ortdist-worker-")).resolve()
     check_output_dir(state, what="worker state directory")
-    state.mkdir(parents=True, exist_ok=True)
-    with (state / "toolchain.log").open("w", encoding="utf-8") as out:
-        root = toolchain.ensure_build_root(cache, out)
-        tree = toolchain.ensure_tool_tree(
-            cache, root, workers.ENGINE, workers.PACKAGES, workers.finish_tree, workers.TREE_LAYOUT, out
-        )
-    conf = state / "conf"
-    conf.mkdir(exist_ok=True)
-    cross = [spec.cross_facts(triple, "cmake") for triple in spec.cross_targets]
-    allowed = workers.allowed_compilers(
-        {k: in_root(v) for k, v in spec.cmake.items()}, [{k: in_root(v) for k, v in t.items()} for t in cross]
-    )
-    (conf / "cmdlist").write_text("".join(f"{c}\n" for c in allowed), encoding="utf-8")
-    daemon = shlex.join(workers.daemon_argv(args.listen, args.allow, args.port, args.jobs or os.cpu_count() or 2))
-    env = {"DISTCC_CMDLIST": f"{workers.IN_ROOT_WORKER}/cmdlist", "DISTCC_CMDLIST_NUMWORDS": str(workers.CMDLIST_WORDS)}
-    binds = [Bind(tree, workers.IN_ROOT_DISTCC, read_only=True), Bind(conf, workers.IN_ROOT_WORKER, read_only=True)]
-    # distccd starts only where its masquerade directory exists (it lists nothing: DISTCC_CMDLIST does)
-    command = f"mkdir -p /usr/lib/distcc && exec {daemon}"
-    argv = toolchain.wrap(root, ["/bin/sh", "-c", command], binds=binds, env=env, writable=state / "overlay")
-    log.info(f"worker for {spec.name} on {args.listen}:{args.port}, compilers: {', '.join(allowed)}; state: {state}")
-    return run.returncode(argv, log=sys.stdout)
+    jobs = args.jobs or os.cpu_count() or 2
+    return workers.serve(toolchain, Cache.default(), state, args.listen, args.allow, args.port, jobs)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from ortdist import workers
 from ortdist.errors import BuildError
 from ortdist.pipeline.runner import Command, Effect, Result
 from ortdist.pipeline.steps import build
@@ -183,3 +184,114 @@ def test_ccache_has_no_server_to_start(make_env: MakeEnv) -> None:
     env.runner.on("cmake --build", writes_stats("cache_miss\t1\n"))
     build.run(env.ctx, env.state)
     assert "--start-server" not in env.runner.commands[0].argv[2]
+
+
+# --- distcc workers (--workers) --------------------------------------------------------------------
+
+PROBE_DIR = "/ortdist/work/distcc/probe"
+CLIENT = "/ortdist/work/distcc/client.log"
+
+
+def answers(lines: str, logs: dict[int, str] | None = None) -> Effect:
+    """The probe: its verdict lines, and distcc's log for each worker where given."""
+
+    def effect(cmd: Command) -> Result:
+        assert host_of(cmd, f"{PROBE_DIR}/probe.cc").is_file()  # the probe's source is bound in
+        for n, text in (logs or {}).items():
+            host_of(cmd, f"{PROBE_DIR}/w{n}.log").write_text(text)
+        return Result(0, lines)
+
+    return effect
+
+
+def compiles_on(log: str) -> Effect:
+    def effect(cmd: Command) -> Result:
+        host_of(cmd, CLIENT).write_text(log)
+        host_of(cmd, STATS).write_text("cache_miss\t3\n")
+        return Result(0)
+
+    return effect
+
+
+def with_workers(make_env: MakeEnv, hosts: str) -> StepEnv:
+    return ready(make_env("slim-linux", workers=workers.parse_workers(hosts)))
+
+
+def test_workers_that_probe_alike_take_the_misses_with_their_slots_added_to_the_jobs(make_env: MakeEnv) -> None:
+    env = with_workers(make_env, "10.0.0.2/4 10.0.0.3/2")
+    env.runner.on("probe.cc", answers("worker 0 rc=0 same=1\nworker 1 rc=0 same=1\n"))
+    env.runner.on(
+        "cmake --build",
+        compiles_on(
+            "distcc[1] compile a.cc on 10.0.0.2:3632/4 completed ok\n"
+            "distcc[2] compile b.cc on 10.0.0.3:3632/2 completed ok\n"
+            "distcc[3] compile c.cc on localhost completed ok\n"
+        ),
+    )
+    out = build.run(env.ctx, env.state)
+    probe, compile_ = env.runner.commands
+    assert probe.argv[:2] == ("/bin/sh", "-c") and "DISTCC_FALLBACK=0" in probe.argv[2]
+    assert "--parallel 8" in compile_.argv[2]  # 2 local + 4 + 2
+    assert compile_.env is not None
+    assert compile_.env["CCACHE_PREFIX"] == "/ortdist/distcc/bin/distcc"
+    assert compile_.env["DISTCC_HOSTS"] == "10.0.0.2:3632/4 10.0.0.3:3632/2"
+    assert out.workers == {
+        "engine": "distcc",
+        "asked": ["10.0.0.2:3632/4", "10.0.0.3:3632/2"],
+        "used": ["10.0.0.2:3632/4", "10.0.0.3:3632/2"],
+        "left_out": {},
+        "compiles": {"10.0.0.2:3632": 1, "10.0.0.3:3632": 1, "local": 1},
+        "retried": 0,
+    }
+    assert out.manifest()["workers"]["compiles"]["local"] == 1
+
+
+def test_a_worker_that_does_not_answer_is_left_out_with_a_warning(
+    make_env: MakeEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = with_workers(make_env, "10.0.0.2/4 10.0.0.3/2")
+    refused = "distcc[9] ERROR: nonblocking connect to 10.0.0.2:3632 failed: Connection refused\n"
+    env.runner.on("probe.cc", answers("worker 0 rc=116 same=0\nworker 1 rc=0 same=1\n", {0: refused}))
+    env.runner.on("cmake --build", compiles_on(""))
+    out = build.run(env.ctx, env.state)
+    compile_ = env.runner.commands[1]
+    assert "--parallel 4" in compile_.argv[2] and compile_.env is not None
+    assert compile_.env["DISTCC_HOSTS"] == "10.0.0.3:3632/2"
+    assert out.workers["used"] == ["10.0.0.3:3632/2"]
+    assert "Connection refused" in out.workers["left_out"]["10.0.0.2:3632/4"]
+    assert "worker 10.0.0.2:3632/4 did not answer" in capsys.readouterr().err
+
+
+def test_no_worker_answering_compiles_locally_without_distcc(make_env: MakeEnv) -> None:
+    env = with_workers(make_env, "10.0.0.2")
+    env.runner.on("probe.cc", answers("worker 0 rc=116 same=0\n", {0: "distcc[9] ERROR: connect to x failed\n"}))
+    env.runner.on("cmake --build", writes_stats("cache_miss\t3\n"))
+    out = build.run(env.ctx, env.state)
+    compile_ = env.runner.commands[1]
+    assert "--parallel 2" in compile_.argv[2] and compile_.env is not None and "CCACHE_PREFIX" not in compile_.env
+    assert out.workers["used"] == [] and "compiles" not in out.workers
+
+
+@pytest.mark.parametrize(
+    ("verdict", "said"),
+    [("rc=0 same=0", "compiled the probe differently"), ("rc=110 same=0", "answered but could not compile the probe")],
+)
+def test_a_worker_with_another_compiler_stops_the_build_before_anything_compiles(
+    make_env: MakeEnv, verdict: str, said: str
+) -> None:
+    env = with_workers(make_env, "10.0.0.2 10.0.0.3")
+    env.runner.on("probe.cc", answers(f"worker 0 rc=0 same=1\nworker 1 {verdict}\n"))
+    with pytest.raises(BuildError) as caught:
+        build.run(env.ctx, env.state)
+    assert f"10.0.0.3:3632/2 {said}" in str(caught.value)
+    assert "ortdist worker portable-glibc2.17" in (caught.value.fix or "")
+    assert not any("cmake --build" in text for text in env.runner.texts())
+
+
+def test_without_workers_there_is_no_probe_and_no_distcc(make_env: MakeEnv) -> None:
+    env = ready(make_env("slim-linux"))
+    env.runner.on("cmake --build", writes_stats("cache_miss\t3\n"))
+    out = build.run(env.ctx, env.state)
+    (compile_,) = env.runner.commands
+    assert compile_.env is not None and not any(k.startswith(("DISTCC", "CCACHE_PREFIX")) for k in compile_.env)
+    assert out.workers == {} and "workers" not in out.manifest()

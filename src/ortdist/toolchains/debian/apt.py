@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import shlex
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from ... import run
 from ...errors import ToolchainError
 from ...fsutil import remove_tree
+from .. import Bind
 
 
 @contextlib.contextmanager
@@ -59,3 +61,38 @@ def relativize_symlinks(root: Path) -> int:
                 path.symlink_to(os.path.relpath(inside, path.parent))
                 changed += 1
     return changed
+
+
+def download_packages(
+    wrap: Callable[..., list[str]],
+    build_root: Path,
+    state: Path,
+    arch: str,
+    packages: Sequence[str],
+    dest: Path,
+    log: TextIO,
+    installed: str = "",
+) -> dict[str, str]:
+    """``packages`` of ``arch`` (the root's own: "") and their dependencies not in ``installed``
+    (a dpkg status file's text), downloaded by the build root's apt (run through ``wrap``) into the
+    private state directory ``state`` and unpacked into ``dest``: package -> version."""
+    (state / "lists" / "partial").mkdir(parents=True)
+    (state / "cache" / "archives" / "partial").mkdir(parents=True)
+    (state / "status").write_text(installed)
+    apt_state = Path("/ortdist/apt-state")
+    arches = [f"-oAPT::Architecture={arch}", f"-oAPT::Architectures={arch}"] if arch else []
+    options = [*arches, *private_apt_options(apt_state)]
+    install = ["install", "-y", "-q", "--download-only", "--no-install-recommends", *packages]
+    script = " && ".join(shlex.join(["apt-get", *options, *words]) for words in (["update", "-q"], install))
+    run.call(
+        wrap(
+            build_root,
+            ["/bin/sh", "-c", script],
+            binds=[Bind(state, apt_state)],
+            env={"DEBIAN_FRONTEND": "noninteractive"},
+        ),
+        log=log,
+        error=ToolchainError,
+        what=f"downloading the {arch or 'build root'} packages",
+    )
+    return unpack_debs(state / "cache" / "archives", dest, log)

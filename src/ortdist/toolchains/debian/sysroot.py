@@ -24,7 +24,7 @@ from ...paths import IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
 from .. import Bind
 from ..host_python import find_host_python
 from ..spec import CompatRoot, ToolchainSpec
-from .apt import apt_state_dir, private_apt_options, relativize_symlinks, unpack_debs
+from .apt import apt_state_dir, download_packages, relativize_symlinks
 from .names import (
     Origin,
     build_root_name,
@@ -344,7 +344,7 @@ class DebianSysroot:
 
         def make(tmp: Path) -> dict[str, object]:
             with apt_state_dir(final) as state:
-                versions = self._download_target_packages(build_root, state, arch, packages, tmp, log)
+                versions = download_packages(self.wrap, build_root, state, arch, packages, tmp, log)
             relativize_symlinks(tmp)
             # Debian's merged /usr: /lib etc. are links a real root gets from debootstrap; the
             # program interpreter (/lib/ld-linux-*.so.1) is found through them.
@@ -374,45 +374,11 @@ class DebianSysroot:
         def make(tmp: Path) -> dict[str, object]:
             with apt_state_dir(final) as state:
                 installed = (build_root / "var" / "lib" / "dpkg" / "status").read_text(encoding="utf-8")
-                versions = self._download_target_packages(build_root, state, "", packages, tmp, log, installed)
+                versions = download_packages(self.wrap, build_root, state, "", packages, tmp, log, installed)
             finish(tmp)
             return {"build_root": build_root.name, "requested": list(packages), "installed": versions}
 
         return self.make_root(RootRecipe(final, f"unpacking {', '.join(packages)} beside {build_root.name}", make))
-
-    def _download_target_packages(
-        self,
-        build_root: Path,
-        state: Path,
-        arch: str,
-        packages: Sequence[str],
-        dest: Path,
-        log: TextIO,
-        installed: str = "",
-    ) -> dict[str, str]:
-        """``packages`` of ``arch`` (the root's own: "") and their dependencies not in ``installed``
-        (a dpkg status file's text), downloaded by the build root's apt into a private state
-        directory and unpacked into ``dest``: package -> version."""
-        (state / "lists" / "partial").mkdir(parents=True)
-        (state / "cache" / "archives" / "partial").mkdir(parents=True)
-        (state / "status").write_text(installed)
-        apt_state = Path("/ortdist/apt-state")
-        arches = [f"-oAPT::Architecture={arch}", f"-oAPT::Architectures={arch}"] if arch else []
-        options = [*arches, *private_apt_options(apt_state)]
-        install = ["install", "-y", "-q", "--download-only", "--no-install-recommends", *packages]
-        script = " && ".join(shlex.join(["apt-get", *options, *words]) for words in (["update", "-q"], install))
-        run.call(
-            self.wrap(
-                build_root,
-                ["/bin/sh", "-c", script],
-                binds=[Bind(state, apt_state)],
-                env={"DEBIAN_FRONTEND": "noninteractive"},
-            ),
-            log=log,
-            error=ToolchainError,
-            what=f"downloading the {arch or 'build root'} packages",
-        )
-        return unpack_debs(state / "cache" / "archives", dest, log)
 
     # --- other CPython versions ------------------------------------------------------------------
     def python_overlay_path(self, cache: Cache, version: str) -> Path:
