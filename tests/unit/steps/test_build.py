@@ -244,6 +244,7 @@ def test_workers_that_probe_alike_take_the_misses_with_their_slots_added_to_the_
         "retried": 0,
     }
     assert out.manifest()["workers"]["compiles"]["local"] == 1
+    assert out.compiler_cache == {"name": "ccache", "cache_miss": 3}  # ccache's own statistics still read
 
 
 def test_a_worker_that_does_not_answer_is_left_out_with_a_warning(

@@ -161,8 +161,8 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
     record = distributed.record
     if distributed.client_log is not None:
         client = distributed.client_log
-        text = client.read_text(encoding="utf-8", errors="replace") if client.is_file() else ""
-        record = {**record, "compiles": workers.compiled_where(text), "retried": workers.retried(text)}
+        said = client.read_text(encoding="utf-8", errors="replace") if client.is_file() else ""
+        record = {**record, "compiles": workers.compiled_where(said), "retried": workers.retried(said)}
     return Compiled(
         tree_compile_s=tree_compile_s,
         workers=record,
