@@ -189,7 +189,11 @@ def cmake_defines(
         put(f"CMAKE_{language}_COMPILER_LAUNCHER", launcher, cache_source)
     # A static-only recipe still links the shared library: its link line is the CMake link
     # graph the monolithic archive is bundled from (the .so itself is not published).
-    put("onnxruntime_BUILD_SHARED_LIB", "ON", "ortdist")
+    web = recipe.linkage == "wasm"  # the module is ORT's own executable target: no shared library
+    put("onnxruntime_BUILD_SHARED_LIB", "OFF" if web else "ON", "ortdist")
+    if web:
+        exceptions = "ON" if recipe.features.exceptions else "OFF"
+        put("onnxruntime_ENABLE_WEBASSEMBLY_EXCEPTION_CATCHING", exceptions, "recipe [features] exceptions")
     put("onnxruntime_ENABLE_PYTHON", "ON" if recipe.wheel.enabled else "OFF", "recipe [wheel] enabled")
     put("onnxruntime_BUILD_UNIT_TESTS", "OFF", "ortdist")
     for key, value in feature_defines(recipe).items():

@@ -342,11 +342,13 @@ def make_plan(
         steps.append("install")
     if recipe.linkage in ("static", "both"):
         steps += ["bundle", "c_smoke"]
+    if recipe.linkage == "wasm":
+        steps += ["web_package", "web_smoke"]
     if recipe.wheel.enabled:
         steps += ["wheel", "repair", "check"]
     if toolchain.compat and target.os == "linux" and target.arch == "x86_64":
         steps.append("compat")  # the toolchain's older Debian roots (x86_64 debootstraps)
-    steps += ["size", "publish"]
+    steps += ["publish"] if recipe.linkage == "wasm" else ["size", "publish"]  # web_package sizes the module
 
     return BuildPlan(
         recipe=recipe,

@@ -27,7 +27,7 @@ from ortdist.toolchains.spec import ToolchainSpec
 
 RECIPES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.toml"))
 PLAN_ONLY = {"coreml-macos-arm64", "dml-windows-x64", "android-arm64", "ios-arm64", "tensorrt-linux"}
-NO_WHEEL = {"android-arm64", "ios-arm64", "slim-c-linux-aarch64"}  # C libraries for apps
+NO_WHEEL = {"android-arm64", "ios-arm64", "slim-c-linux-aarch64", "slim-wasm"}  # C libraries for apps; the web module
 
 
 def all_plans(project: Path) -> list[BuildPlan]:

@@ -259,6 +259,7 @@ def test_the_workflow_restores_and_saves_each_entry_of_each_job(project: Path) -
         "slim-c-linux-aarch64",
         "slim-linux",
         "slim-linux-aarch64",
+        "slim-wasm",
         "xnnpack-dnnl-linux",
         "xnnpack-linux",
     ]

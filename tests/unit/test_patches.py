@@ -102,10 +102,10 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 13)]
+    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 14)]
     assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt"), ("xnnpack",), ("cuda", "tensorrt"), ("dnnl",)]
     assert [p.features for p in patches if p.features] == [("fp16_and_nbit_kernels",), ("minimal_build",)]
-    assert [p.targets for p in patches if p.targets] == [("aarch64-unknown-linux-gnu",)]
+    assert [p.targets for p in patches if p.targets] == [("aarch64-unknown-linux-gnu",), ("wasm32-unknown-emscripten",)]
     # A patch to one EP's code reaches only the builds with that EP.
     assert "0007" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "dnnl"])}
     assert "0011" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "xnnpack"])}
@@ -140,6 +140,8 @@ def test_a_patch_for_one_target_applies_only_to_its_builds(project: Path) -> Non
 
     assert names("cpu-linux-aarch64") == names("cpu-linux") | {"0012"}
     assert "0012" in names("slim-linux-aarch64") and "0012" not in names("slim-linux")
+    # 0013 (Debian's emscripten): the WebAssembly recipe alone
+    assert names("slim-wasm") - names("slim-linux") == {"0013"} and "0013" not in names("cpu-linux")
 
 
 def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:

@@ -28,7 +28,7 @@ def test_every_field_is_documented_and_closed() -> None:
     for name, prop in walk(schema):
         assert prop["description"], name
     props = schema["properties"]
-    assert props["linkage"]["enum"] == ["shared", "static", "both"]
+    assert props["linkage"]["enum"] == ["shared", "static", "both", "wasm"]
     assert props["wheel"]["properties"]["python"]["default"] == ["3.13"]
     assert props["source"]["properties"]["kind"]["enum"] == ["debian", "git", "path"]
     json.dumps(schema)

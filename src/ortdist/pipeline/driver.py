@@ -40,6 +40,8 @@ from .steps import (
     size,
     source,
     toolchain,
+    web_package,
+    web_smoke,
     wheel,
 )
 from .steps import build as compile_step
@@ -60,6 +62,8 @@ STEPS: Mapping[str, StepDef] = {
     "repair": repair.STEP,
     "check": check.STEP,
     "compat": compat.STEP,
+    "web_package": web_package.STEP,
+    "web_smoke": web_smoke.STEP,
     "size": size.STEP,
     "publish": publish.STEP,
 }

@@ -127,6 +127,29 @@ class CSmoke(StepOutput):
 
 
 @dataclass(frozen=True, kw_only=True)
+class WebPackage(StepOutput):
+    """The WebAssembly module's npm package, and its files' sizes against the stock package's."""
+
+    package: Path
+    stage: Path  # the package's tree: package.json, dist/, sboms/
+    sizes: Mapping[str, int]
+    stock_sizes: Mapping[str, int]
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"web_package": {"sizes": dict(self.sizes), "stock_sizes": dict(self.stock_sizes)}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebSmoke(StepOutput):
+    """The module run by onnxruntime-web's own JS: each model's outcome, per runtime (node, browser)."""
+
+    runs: Mapping[str, tuple[Mapping[str, Any], ...]]
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"web_smoke": {where: [dict(m) for m in models] for where, models in self.runs.items()}}
+
+
+@dataclass(frozen=True, kw_only=True)
 class Wheels(StepOutput):
     raw: Mapping[str, Path]  # version -> the wheel scikit-build-core made (re-tagged)
     times: PerPython

@@ -69,6 +69,16 @@ def validate(recipe: Recipe, origin: Path) -> None:
             where=f"{where} key 'target'",
             fix=_fix(did_you_mean(recipe.target, targets), f"known: {', '.join(targets)}"),
         )
+    web = targets[recipe.target].os == "wasm"
+    if web != (recipe.linkage == "wasm") or (web and recipe.wheel.enabled):
+        raise RecipeError(
+            f"target {recipe.target!r} with linkage {recipe.linkage!r}"
+            + (" and a wheel" if web and recipe.wheel.enabled else "")
+            + ": a WebAssembly target builds only the module onnxruntime-web loads",
+            where=f"{where} keys 'target', 'linkage', [wheel] enabled",
+            fix='for wasm32-unknown-emscripten: linkage = "wasm" and [wheel] enabled = false; other targets: '
+            "shared, static or both",
+        )
     eps = registry.providers()
     by_provider = {ep.provider.lower(): ep.name for ep in eps.values()}
     seen: set[str] = set()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-Linkage = Literal["shared", "static", "both"]
+Linkage = Literal["shared", "static", "both", "wasm"]
 BuildType = Literal["Release", "RelWithDebInfo", "MinSizeRel", "Debug"]
 SourceKind = Literal["debian", "git", "path"]
 MinimalBuild = Literal["off", "plain", "extended"]
@@ -228,7 +228,10 @@ class Recipe:
     )
     linkage: Linkage = field(
         default="shared",
-        metadata=_help("'shared': libonnxruntime.so; 'static': one monolithic static library; 'both'."),
+        metadata=_help(
+            "'shared': libonnxruntime.so; 'static': one monolithic static library; 'both'; 'wasm': the "
+            "WebAssembly module (.wasm + .mjs) onnxruntime-web loads, as an npm package (wasm32 targets)."
+        ),
     )
     build_type: BuildType = field(default="Release", metadata=_help("CMAKE_BUILD_TYPE."))
     toolchain: str = field(

@@ -278,6 +278,8 @@ class DebianSysroot:
         python = self.spec.python[0]
 
         def install_tools(tmp: Path) -> None:
+            if not self.spec.python_tools:
+                return  # nothing to install (the WebAssembly toolchain packages no wheel)
             house = download_python_tools(self.spec, cache, python)
             venv = str(IN_ROOT_TOOLS_VENV)
             run.call(
