@@ -226,9 +226,9 @@ def _check_compat(tc: ToolchainFile, path: Path, where_all: str) -> None:
                 where=at("python"),
                 fix='e.g. python = "3.11" for bookworm (the recipe must ship a wheel for it)',
             )
-        if compat.check == "c" and compat.python is not None:
+        if compat.check in ("c", "web") and compat.python is not None:
             raise RecipeError(
-                'check "c" runs no Python',
+                f'check "{compat.check}" runs no Python',
                 where=at("python"),
                 fix='drop python, or make it check = "wheel"',
             )

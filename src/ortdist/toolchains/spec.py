@@ -38,7 +38,9 @@ class CompatRoot:
 
     name: str = field(metadata=KEY)  # the table's name: the root's directory and the manifest entry
     suite: str  # the Debian suite debootstrapped (bullseye: glibc 2.31, the oldest on the mirror)
-    check: Literal["c", "wheel"]  # c: its gcc compiles the C program against the shipped library
+    # c: its gcc compiles the C program against the shipped library; wheel: below; web: the web
+    # smoke test's browser runs the WebAssembly module there
+    check: Literal["c", "wheel", "web"]
     packages: tuple[str, ...]  # installed into it (apt, no recommends): what the check needs
     python: str | None = None  # check "wheel": the root's CPython; the build's wheel for it is installed
     mirror: str = ""  # default: the toolchain's own

@@ -20,6 +20,7 @@ from ...paths import IN_ROOT
 from ...reduce import convert
 from ...smoke import browser
 from ...toolchains import Bind
+from ...toolchains.spec import CompatRoot
 from ..context import BuildContext
 from ..runner import Command
 from ..state import BuildState, Models, WebPackage, WebSmoke
@@ -137,6 +138,18 @@ def run(ctx: BuildContext, state: BuildState) -> WebSmoke:
     return WebSmoke(runs={"node": (*results, refused), "chromium": browser}, artifacts=(shot,))
 
 
+def browser_root(ctx: BuildContext) -> CompatRoot:
+    """The toolchain's [compat.<name>] with check = "web": where Chromium runs."""
+    found = [c for c in ctx.plan.toolchain.compat.values() if c.check == "web"]
+    if not found:
+        raise CheckError(
+            f"toolchain {ctx.plan.toolchain.name} has no root for the browser",
+            where=f"toolchains/{ctx.plan.toolchain.name}.toml",
+            fix='add [compat.chromium] with check = "web" and packages = ["chromium", "fonts-dejavu-core"]',
+        )
+    return found[0]
+
+
 def in_browser(
     ctx: BuildContext, smoke: Path, cases: list[CSmokeCase], lacking: list[str]
 ) -> tuple[tuple[dict[str, Any], ...], Path]:
@@ -148,7 +161,7 @@ def in_browser(
     overlay = ctx.layout.work.host / "web-browser"
     remove_tree(overlay)
     with ctx.open_log("web-smoke-chromium") as log, browser.serving(smoke) as port:
-        root = ctx.toolchain.ensure_clean_root(ctx.cache, log)
+        root = ctx.toolchain.ensure_compat_root(ctx.cache, browser_root(ctx), log)
         url = f"http://127.0.0.1:{port}/page.html?cases={names}&entry=/stock/package/{web.BROWSER_ENTRY}"
         title = browser.screenshot_page(ctx.toolchain, root, [], overlay, url, png, "done", log)
     remove_tree(overlay)
