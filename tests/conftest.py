@@ -128,10 +128,13 @@ def ci_started() -> float:
 
 
 def recipe_tree_is_cached(recipe: str) -> bool:
-    """Whether the recipe's build tree holds a built library (Cache.default(): ORTDIST_CACHE or ~/.cache)."""
+    """Whether the recipe's build tree holds a built library or WebAssembly module (Cache.default():
+    ORTDIST_CACHE or ~/.cache)."""
+    from ortdist import web
     from ortdist.paths import Cache
 
-    return any((Cache.default().root / "work" / recipe / "build").glob("libonnxruntime.so*"))
+    build = Cache.default().root / "work" / recipe / "build"
+    return any(build.glob("libonnxruntime.so*")) or (build / web.FILES[0]).is_file()
 
 
 def recipe_is_wanted(recipe: str) -> bool:
