@@ -114,3 +114,21 @@ def test_the_one_file_change_is_declared_so_the_build_keeps_the_changed_tree(tmp
     assert reuse_tree(tree)
     undo()
     assert (tree / ONE_FILE).read_text() == "int x;\n" and reuse_tree(tree)
+
+
+def test_markdown_shows_the_web_module_against_the_stock_one() -> None:
+    sizes = {
+        "sizes": {"ort-wasm-simd-threaded.wasm": 886_375, "ort-wasm-simd-threaded.wasm.gz": 338_796},
+        "stock_sizes": {"ort-wasm-simd-threaded.wasm": 12_666_427, "ort-wasm-simd-threaded.wasm.gz": 3_225_155},
+    }
+    smoke = {
+        "node": [{"model": "cnn.ort", "max_abs_err": 6e-8}, {"model": "transformer.ort", "refused": True}],
+        "chromium": [{"model": "cnn.ort", "max_abs_err": 6e-8}],
+    }
+    table = markdown({"web": {"sizes": sizes, "smoke": smoke}})
+    assert (
+        "| slim-wasm ort-wasm-simd-threaded.wasm (vs stock onnxruntime-web's; ran: node cnn.ort 6e-08, chromium "
+        "cnn.ort 6e-08) | 886,375 | 12,666,427 | 0.07x |"
+    ) in table
+    assert "| 338,796 | 3,225,155 | 0.11x |" in table
+    assert "slim-wasm" not in markdown({})

@@ -14,6 +14,8 @@ from typing import Any
 SLIM_RECIPE, SLIM_COMPARED_WITH = "slim-c-linux-aarch64", "slim-linux-aarch64"
 UPSTREAM_EMPTY_ARM64_BYTES = 1_595_392
 SLIM_GOAL_BYTES = UPSTREAM_EMPTY_ARM64_BYTES // 2
+# The web part: the slim WebAssembly module against the stock onnxruntime-web module it replaces.
+WEB_RECIPE = "slim-wasm"
 
 
 def native_sizes(wheel: Path) -> dict[str, int]:
@@ -159,5 +161,15 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| the same cut with exceptions and RTTI ({SLIM_COMPARED_WITH}; vs upstream's empty build) | "
                 f"{cut['stripped_bytes']:,} | {UPSTREAM_EMPTY_ARM64_BYTES:,} | "
                 f"{_ratio(cut['stripped_bytes'], UPSTREAM_EMPTY_ARM64_BYTES)} |"
+            )
+    web = results.get("web", {})
+    if web:
+        ours, stock = web["sizes"]["sizes"], web["sizes"]["stock_sizes"]
+        runs = {where: [r for r in models if not r.get("refused")] for where, models in web["smoke"].items()}
+        ran = ", ".join(f"{where} {r['model']} {r['max_abs_err']:.2g}" for where, rs in runs.items() for r in rs)
+        for name in ("ort-wasm-simd-threaded.wasm", "ort-wasm-simd-threaded.wasm.gz"):
+            lines.append(
+                f"| {WEB_RECIPE} {name} (vs stock onnxruntime-web's; ran: {ran}) | {ours[name]:,} | {stock[name]:,} | "
+                f"{_ratio(ours[name], stock[name])} |"
             )
     return "\n".join(lines) + "\n"

@@ -37,7 +37,7 @@ from ..toolchains import Bind, Toolchain, make_toolchain
 from ..wheelhouse import pip_download_argv
 from . import PARTS
 from .buildpy import buildpy_argv
-from .results import SLIM_COMPARED_WITH, SLIM_RECIPE, markdown, max_output_diff, native_sizes
+from .results import SLIM_COMPARED_WITH, SLIM_RECIPE, WEB_RECIPE, markdown, max_output_diff, native_sizes
 
 # A file every CPU build compiles, changed by one comment line for the one-file-change rebuild.
 ONE_FILE = "onnxruntime/core/providers/cpu/math/element_wise_ops.cc"
@@ -99,6 +99,7 @@ class Bench:
     ) -> tuple[float, dict[str, Any]]:
         """`ortdist build RECIPE --dist DIST` as a user runs it: its wall seconds and manifest; its
         output is appended to dist/bench/LOG_NAME."""
+        dist.parent.mkdir(parents=True, exist_ok=True)  # --only slim or web: nothing made it yet
         start = time.monotonic()
         argv = [sys.executable, "-m", "ortdist", "build", recipe, "--dist", str(dist), "-j", str(self.jobs)]
         proc = run.capture([*argv, *extra], cwd=self.project, env=env, check=False)
@@ -406,6 +407,12 @@ class Bench:
             }
         return figures
 
+    def measure_web(self) -> dict[str, Any]:
+        """The slim WebAssembly module as built (a warm tree rebuilds nothing) against the stock
+        onnxruntime-web's same variant, and its run in node and Chromium (web smoke)."""
+        _, manifest = self.build_recipe(WEB_RECIPE, self.work / "web-dist", "web-build.log")
+        return {"sizes": manifest["web_package"], "smoke": manifest["web_smoke"]}
+
     def measure_smoke(self) -> dict[str, Any]:
         from ..smoke.run_suite import smoke_wheel
 
@@ -438,4 +445,6 @@ def run_bench(project: Path, recipe: str, jobs: int, only: list[str]) -> Path:
         bench.step("smoke", bench.measure_smoke)
     if "slim" in wanted:
         bench.step("slim", bench.measure_slim)
+    if "web" in wanted:
+        bench.step("web", bench.measure_web)
     return bench.out / "results.md"
