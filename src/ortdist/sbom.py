@@ -341,7 +341,7 @@ class NoSbomError(CheckError):
 
 
 def read_artifact_sbom(path: Path) -> dict[str, Any]:
-    """The SBOM inside a wheel (PEP 770 location) or a C library archive built by ortdist; a corrupt
+    """The SBOM inside a wheel (PEP 770 location), a C library archive or an npm package built by ortdist; a corrupt
     archive, invalid JSON or a document without the fields `inspect` prints is a CheckError naming it."""
     if not path.is_file():
         raise CheckError(
@@ -358,8 +358,15 @@ def read_artifact_sbom(path: Path) -> dict[str, Any]:
                 found = zf.read(names[0]) if names else None
         elif path.name.endswith((".tar.gz", ".tgz")):
             with tarfile.open(path) as tar:
+                # a C library archive's, or an npm package's (package/sboms/)
                 member = next(
-                    (m for m in tar.getmembers() if m.name.endswith(f"/share/doc/onnxruntime/{SBOM_NAME}")), None
+                    (
+                        m
+                        for m in tar.getmembers()
+                        if m.name.endswith(f"/share/doc/onnxruntime/{SBOM_NAME}")
+                        or m.name == f"package/sboms/{SBOM_NAME}"
+                    ),
+                    None,
                 )
                 extracted = tar.extractfile(member) if member else None
                 found = extracted.read() if extracted else None

@@ -90,3 +90,27 @@ def test_the_stock_package_is_pinned_on_npms_registry() -> None:
 def test_gzip_size_is_reproducible() -> None:
     data = b"\0asm" + bytes(range(256)) * 64
     assert web.gzip_size(data) == web.gzip_size(data) == len(gzip.compress(data, 9, mtime=0)) < len(data)
+
+
+def test_an_npm_packages_sbom_is_read_like_an_archives(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from ortdist import sbom
+
+    document = {
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.6",
+        "metadata": {
+            "component": {"name": "onnxruntime-web-slim-wasm", "version": "1.21.0"},
+            "properties": [{"name": "ortdist:recipe", "value": "slim-wasm"}, {"name": "ortdist:target", "value": "t"}],
+        },
+        "components": [],
+    }
+    package = tmp_path / "onnxruntime-web-slim-wasm-1.21.0.tgz"
+    with tarfile.open(package, "w:gz") as tar:
+        data = json.dumps(document).encode()
+        info = tarfile.TarInfo("package/sboms/ortdist.cdx.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    assert sbom.read_artifact_sbom(package)["metadata"]["component"]["name"] == "onnxruntime-web-slim-wasm"

@@ -71,6 +71,10 @@ def _json(path: Path) -> dict[str, Any]:
     return data
 
 
+# The artifacts that carry an SBOM (models, configs, reports and screenshots do not).
+SBOM_KINDS = frozenset({"wheel", "c-library", "static-library", "npm-package"})
+
+
 def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
     """Every dist/<recipe>/ with a manifest, with its smoke reports, wheel breakdown, SBOM, the
     previous build's manifest and PyPI's wheels to compare with.
@@ -99,7 +103,7 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
         except zipfile.BadZipFile as exc:
             raise CheckError(f"not a readable wheel: {exc}", where=str(wheel), fix=_DAMAGED) from exc
         document = None
-        artifact = wheel or next((out / a["path"] for a in artifacts), None)
+        artifact = wheel or next((out / a["path"] for a in artifacts if a["kind"] in SBOM_KINDS), None)
         if artifact and artifact.is_file():
             try:
                 document = sbom.summary(sbom.read_artifact_sbom(artifact))
