@@ -105,7 +105,7 @@ def test_an_npm_packages_sbom_is_read_like_an_archives(tmp_path: Path) -> None:
             "component": {"name": "onnxruntime-web-slim-wasm", "version": "1.21.0"},
             "properties": [{"name": "ortdist:recipe", "value": "slim-wasm"}, {"name": "ortdist:target", "value": "t"}],
         },
-        "components": [],
+        "components": [{"bom-ref": "source:onnxruntime", "name": "onnxruntime", "version": "1.21.0"}],
     }
     package = tmp_path / "onnxruntime-web-slim-wasm-1.21.0.tgz"
     with tarfile.open(package, "w:gz") as tar:
