@@ -29,7 +29,7 @@ from .defines import in_root
 from .errors import RecipeError
 from .log import log
 from .paths import IN_ROOT, Cache
-from .toolchains import Bind, Toolchain
+from .toolchains import Bind, Toolchain, ToolTree
 
 ENGINE = "distcc"
 PACKAGES = ("distcc",)  # Debian's; the libraries it needs that a root lacks come with it
@@ -229,6 +229,9 @@ def wrappers(tree: Path, loader: str) -> dict[str, str]:
     }
 
 
+TREE = ToolTree(name=ENGINE, packages=PACKAGES, finish=finish_tree, layout=TREE_LAYOUT)
+
+
 def allowed_compilers(own: Mapping[str, str], cross: Sequence[Mapping[str, str]] = ()) -> tuple[str, ...]:
     """The compilers a worker for a toolchain serves: the CMAKE_<LANG>_COMPILER defines of its own
     CMake table (as seen in the root), else the root's cc/c++ that CMake then picks, plus those of
@@ -270,7 +273,7 @@ def serve(
     state.mkdir(parents=True, exist_ok=True)
     with (state / "toolchain.log").open("w", encoding="utf-8") as out:
         root = toolchain.ensure_build_root(cache, out)
-        tree = toolchain.ensure_tool_tree(cache, root, ENGINE, PACKAGES, finish_tree, TREE_LAYOUT, out)
+        tree = toolchain.ensure_tool_tree(cache, root, TREE, out)
     conf = state / "conf"
     conf.mkdir(exist_ok=True)
     cross = [spec.cross_facts(triple, "cmake") for triple in spec.cross_targets]

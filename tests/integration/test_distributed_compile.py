@@ -91,9 +91,7 @@ def root() -> Iterator[Path]:
     toolchain = make_toolchain(load_toolchain(PROJECT, TOOLCHAIN))
     with open(os.devnull, "w") as log:
         build_root = toolchain.ensure_build_root(cache, log)
-        toolchain.ensure_tool_tree(
-            cache, build_root, workers.ENGINE, workers.PACKAGES, workers.finish_tree, workers.TREE_LAYOUT, log
-        )
+        toolchain.ensure_tool_tree(cache, build_root, workers.TREE, log)
     yield build_root
 
 
@@ -215,12 +213,17 @@ def probe(root: Path, tmp: Path, asked: list[workers.Worker]) -> list[workers.Pr
     return workers.read_probe(asked, proc.stdout, logs)
 
 
+def local_then_workers(root: Path, project: Path, tmp_path: Path) -> tuple[Path, list[Worker]]:
+    """The project compiled locally (the bytes to match), then two workers started."""
+    local = tmp_path / "local"
+    finish(compile_in_root(root, project, local, [], 2), local)
+    return local, [start_worker(n, tmp_path / f"w{n}") for n in (1, 2)]
+
+
 def test_two_workers_compile_a_project_byte_identical_to_a_local_compile(
     root: Path, namespaces: list[int], project: Path, tmp_path: Path
 ) -> None:
-    local = tmp_path / "local"
-    finish(compile_in_root(root, project, local, [], 2), local)
-    pool = [start_worker(n, tmp_path / f"w{n}") for n in (1, 2)]
+    local, pool = local_then_workers(root, project, tmp_path)
     try:
         assert [r.status for r in probe(root, tmp_path / "p", [w.worker for w in pool])] == ["ok", "ok"]
         remote = tmp_path / "remote"
@@ -240,9 +243,7 @@ def test_two_workers_compile_a_project_byte_identical_to_a_local_compile(
 def test_a_worker_killed_mid_compile_costs_a_local_retry_never_an_object(
     root: Path, namespaces: list[int], project: Path, tmp_path: Path
 ) -> None:
-    local = tmp_path / "local"
-    finish(compile_in_root(root, project, local, [], 2), local)
-    pool = [start_worker(n, tmp_path / f"w{n}") for n in (1, 2)]
+    local, pool = local_then_workers(root, project, tmp_path)
     victim = pool[0]
     try:
         remote = tmp_path / "remote"

@@ -27,6 +27,17 @@ class Bind:
     read_only: bool = False
 
 
+@dataclass(frozen=True)
+class ToolTree:
+    """Packages unpacked beside a build root: what ``finish`` adds to the tree (wrappers, say) is
+    versioned by ``layout``, which names the tree with the packages."""
+
+    name: str
+    packages: tuple[str, ...]
+    finish: Callable[[Path], None]
+    layout: str
+
+
 class Toolchain(Protocol):
     spec: ToolchainSpec
 
@@ -61,19 +72,10 @@ class Toolchain(Protocol):
         with only its packages, where the compat step proves the build's outputs run."""
         ...
 
-    def ensure_tool_tree(
-        self,
-        cache: Cache,
-        build_root: Path,
-        name: str,
-        packages: Sequence[str],
-        finish: Callable[[Path], None],
-        layout: str,
-        log: TextIO,
-    ) -> Path:
-        """Create (once) and return ``packages`` (with what of their dependencies the build root
-        lacks) unpacked beside the build root, not installed in it; ``finish`` adds to the tree
-        (``layout``: the version of what it adds). Programs a build runs only sometimes (distcc)."""
+    def ensure_tool_tree(self, cache: Cache, build_root: Path, tree: ToolTree, log: TextIO) -> Path:
+        """Create (once) and return ``tree``'s packages (with what of their dependencies the build
+        root lacks) unpacked beside the build root, not installed in it. Programs a build runs
+        only sometimes (distcc)."""
         ...
 
     def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
@@ -120,4 +122,4 @@ def make_toolchain(spec: ToolchainSpec) -> Toolchain:
     return kinds[spec.kind](spec)
 
 
-__all__ = ["Bind", "Toolchain", "ToolchainSpec", "load_toolchain", "make_toolchain", "require_host_pythons"]
+__all__ = ["Bind", "ToolTree", "Toolchain", "ToolchainSpec", "load_toolchain", "make_toolchain", "require_host_pythons"]

@@ -7,13 +7,13 @@ failing later inside a debootstrap or chroot that does not apply to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
 from ..errors import ToolchainError
 from ..paths import Cache
-from . import Bind
+from . import Bind, ToolTree
 from .spec import CompatRoot, ToolchainSpec
 
 
@@ -51,17 +51,8 @@ class PlanOnlyToolchain:
     def ensure_compat_root(self, cache: Cache, compat: CompatRoot, log: TextIO) -> Path:
         self._refuse(f"check a build on Debian {compat.suite}")
 
-    def ensure_tool_tree(
-        self,
-        cache: Cache,
-        build_root: Path,
-        name: str,
-        packages: Sequence[str],
-        finish: Callable[[Path], None],
-        layout: str,
-        log: TextIO,
-    ) -> Path:
-        self._refuse(f"provide {name}")
+    def ensure_tool_tree(self, cache: Cache, build_root: Path, tree: ToolTree, log: TextIO) -> Path:
+        self._refuse(f"provide {tree.name}")
 
     def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
         return ()  # no roots: its builds run on the runner itself

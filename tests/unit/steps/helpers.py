@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TextIO
@@ -17,7 +17,7 @@ from ortdist.pipeline.layout import Layout, Roots
 from ortdist.pipeline.runner import Command, RecordingRunner
 from ortdist.pipeline.state import BuildState, Source
 from ortdist.plan import BuildPlan
-from ortdist.toolchains import Bind
+from ortdist.toolchains import Bind, ToolTree
 from ortdist.toolchains.spec import CompatRoot, ToolchainSpec
 from ortdist.wheel.record import record_line
 
@@ -68,20 +68,11 @@ class FakeToolchain:
         self.calls.append(("compat", compat.name, compat.suite))
         return self._root(f"compat-{compat.name}")
 
-    def ensure_tool_tree(
-        self,
-        cache: Cache,
-        build_root: Path,
-        name: str,
-        packages: Sequence[str],
-        finish: Callable[[Path], None],
-        layout: str,
-        log: TextIO,
-    ) -> Path:
-        self.calls.append(("tool", build_root.name, name, *packages))
-        tree = self._root(f"tool-{name}")
-        finish(tree)
-        return tree
+    def ensure_tool_tree(self, cache: Cache, build_root: Path, tree: ToolTree, log: TextIO) -> Path:
+        self.calls.append(("tool", build_root.name, tree.name, *tree.packages))
+        made = self._root(f"tool-{tree.name}")
+        tree.finish(made)
+        return made
 
     def root_names(self, triple: str, steps: Collection[str], extra_python: Sequence[str]) -> tuple[str, ...]:
         return ("build-root",)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ... import workers
 from ...compiler_cache import ensure_tool
-from ...workers import ENGINE, PACKAGES, TREE_LAYOUT, finish_tree
 from ..context import BuildContext
 from ..layout import Roots
 from ..state import BuildState
@@ -20,11 +20,7 @@ def run(ctx: BuildContext, state: BuildState) -> Roots:
             else None
         )
         pythons = {v: ctx.toolchain.ensure_python_overlay(ctx.cache, build, v, log) for v in plan.extra_python}
-        distcc = (
-            ctx.toolchain.ensure_tool_tree(ctx.cache, build, ENGINE, PACKAGES, finish_tree, TREE_LAYOUT, log)
-            if plan.workers
-            else None
-        )
+        distcc = ctx.toolchain.ensure_tool_tree(ctx.cache, build, workers.TREE, log) if plan.workers else None
     ctx.layout.compiler_cache.host.mkdir(parents=True, exist_ok=True)
     ensure_tool(plan.compiler_cache, ctx.cache)
     return Roots(

@@ -21,7 +21,7 @@ from ...fsutil import remove_tree, temp_sibling_dir
 from ...hosttools import require_host_tools, require_root
 from ...log import log as status
 from ...paths import IN_ROOT_TOOLS_VENV, IN_ROOT_WHEELHOUSE, Cache
-from .. import Bind
+from .. import Bind, ToolTree
 from ..host_python import find_host_python
 from ..spec import CompatRoot, ToolchainSpec
 from .apt import apt_state_dir, download_packages, relativize_symlinks
@@ -358,26 +358,18 @@ class DebianSysroot:
         announce = f"creating target sysroot {final.name} ({arch}, {len(packages)} packages)"
         return self.make_root(RootRecipe(final, announce, make))
 
-    def ensure_tool_tree(
-        self,
-        cache: Cache,
-        build_root: Path,
-        name: str,
-        packages: Sequence[str],
-        finish: Callable[[Path], None],
-        layout: str,
-        log: TextIO,
-    ) -> Path:
-        """``packages`` and those of their dependencies the build root lacks, downloaded by its apt
-        and unpacked into a tree of their own beside it (nothing installed, the root untouched);
-        ``finish`` adds to the tree, ``layout`` names the version of what it adds."""
-        final = cache.sysroots / tool_tree_name(self.spec, name, packages, layout)
+    def ensure_tool_tree(self, cache: Cache, build_root: Path, tree: ToolTree, log: TextIO) -> Path:
+        """``tree``'s packages and those of their dependencies the build root lacks, downloaded by
+        its apt and unpacked into a tree of their own beside it (nothing installed, the root
+        untouched), then ``tree.finish``ed."""
+        final = cache.sysroots / tool_tree_name(self.spec, tree.name, tree.packages, tree.layout)
+        packages = tree.packages
 
         def make(tmp: Path) -> dict[str, object]:
             with apt_state_dir(final) as state:
                 installed = (build_root / "var" / "lib" / "dpkg" / "status").read_text(encoding="utf-8")
                 versions = download_packages(self.wrap, build_root, state, "", packages, tmp, log, installed)
-            finish(tmp)
+            tree.finish(tmp)
             return {"build_root": build_root.name, "requested": list(packages), "installed": versions}
 
         return self.make_root(RootRecipe(final, f"unpacking {', '.join(packages)} beside {build_root.name}", make))
