@@ -132,10 +132,10 @@ def run(ctx: BuildContext, state: BuildState) -> WebSmoke:
             fix="the module holds more than the recipe's models need, or refuses models without saying why",
         )
     refused = {"model": case.model.name, "refused": True, "operators_named": named, "error": outcome["error"][:300]}
-    browser, png = in_browser(ctx, smoke, [*cases, case], lacking)
+    in_chromium, png = in_browser(ctx, smoke, [*cases, case], lacking)
     remove_tree(smoke / "cases")
     shot = Artifact(png, "screenshot", extra={"what": "the web smoke page in headless Chromium"})
-    return WebSmoke(runs={"node": (*results, refused), "chromium": browser}, artifacts=(shot,))
+    return WebSmoke(runs={"node": (*results, refused), "chromium": in_chromium}, artifacts=(shot,))
 
 
 def browser_root(ctx: BuildContext) -> CompatRoot:
