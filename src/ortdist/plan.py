@@ -346,7 +346,7 @@ def make_plan(
         steps += ["web_package", "web_smoke"]
     if recipe.wheel.enabled:
         steps += ["wheel", "repair", "check"]
-    if any(c.check != "web" for c in toolchain.compat.values()) and target.os == "linux" and target.arch == "x86_64":
+    if toolchain.compat_roots("system") and target.os == "linux" and target.arch == "x86_64":
         steps.append("compat")  # the toolchain's older Debian roots (x86_64 debootstraps)
     steps += ["publish"] if recipe.linkage == "wasm" else ["size", "publish"]  # web_package sizes the module
 

@@ -46,6 +46,7 @@ CMDLIST_WORDS = 64
 # ones ortdist sets are not.
 PASSTHROUGH = "DISTCC_"
 WHERE = "--workers / ORTDIST_WORKERS"
+CLIENT_LOG = "client.log"  # distcc's own log, in the build's distcc state directory
 _HOST = re.compile(r"(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*)(?::(?P<port>\d+))?(?:/(?P<slots>\d+))?")
 
 
@@ -92,20 +93,16 @@ def parse_workers(text: str, where: str = WHERE) -> tuple[Worker, ...]:
 
 def client_env(workers: Sequence[Worker], state: PurePosixPath, host_env: Mapping[str, str]) -> dict[str, str]:
     """The build root's environment that sends ccache's misses to ``workers``: distcc keeps its
-    locks and its log (``client_log``) under ``state``, a writable directory of the build."""
+    locks and its log (CLIENT_LOG) under ``state``, a writable directory of the build."""
     passed = {k: v for k, v in host_env.items() if k.startswith(PASSTHROUGH) and v}
     return {
         **passed,
         "CCACHE_PREFIX": str(CLIENT),
         "DISTCC_HOSTS": " ".join(w.spec for w in workers),
         "DISTCC_DIR": str(state),
-        "DISTCC_LOG": str(client_log(state)),
+        "DISTCC_LOG": str(state / CLIENT_LOG),
         "DISTCC_FALLBACK": "1",  # a worker that fails or dies: the compile runs here
     }
-
-
-def client_log(state: PurePosixPath) -> PurePosixPath:
-    return state / "client.log"
 
 
 def compiled_where(log: str) -> dict[str, int]:

@@ -313,6 +313,11 @@ class ToolchainSpec:
         extra += [p for cross in self.cross_targets.values() for p in cross.host_packages]
         return tuple(dict.fromkeys([*self.packages, *extra]))
 
+    def compat_roots(self, check: Literal["system", "web"]) -> tuple[CompatRoot, ...]:
+        """The [compat.*] roots the compat step checks the outputs in ("system": checks c and
+        wheel), or the ones the web smoke's browser runs in ("web")."""
+        return tuple(c for c in self.compat.values() if (c.check == "web") == (check == "web"))
+
     def provides(self, ep: str) -> bool:
         """The CPU EP is always there; any other EP needs this toolchain's packages for it."""
         return ep in self.available_eps

@@ -97,8 +97,6 @@ def distribute(ctx: BuildContext, state: BuildState) -> Distributed:
     for r in results:
         if not r.usable:
             log.warning(f"worker {r.worker.spec} did not answer ({r.detail}): its share of the compile runs here")
-    if not used:
-        log.warning("no worker answered: compiling on this machine only")
     record: dict[str, Any] = {
         "engine": workers.ENGINE,
         "asked": [w.spec for w in plan.workers],
@@ -106,10 +104,10 @@ def distribute(ctx: BuildContext, state: BuildState) -> Distributed:
         "left_out": {r.worker.spec: r.detail for r in results if not r.usable},
     }
     if not used:
+        log.warning("no worker answered: compiling on this machine only")
         return Distributed({}, 0, record)
     env = workers.client_env(used, place.inside, os.environ)
-    client_log = place.host / workers.client_log(place.inside).relative_to(place.inside)
-    return Distributed(env, sum(w.slots for w in used), record, client_log)
+    return Distributed(env, sum(w.slots for w in used), record, place.host / workers.CLIENT_LOG)
 
 
 def run(ctx: BuildContext, state: BuildState) -> Compiled:

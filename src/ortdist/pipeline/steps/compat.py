@@ -321,8 +321,7 @@ def what_to_check(ctx: BuildContext, state: BuildState, compat: CompatRoot) -> P
 
 
 def run(ctx: BuildContext, state: BuildState) -> Compat:
-    # a "web" root is the web smoke test's browser (web_smoke runs it), not a system check
-    entries = [c for c in ctx.plan.toolchain.compat.values() if c.check != "web"]
+    entries = list(ctx.plan.toolchain.compat_roots("system"))
     artefacts = {compat.name: what_to_check(ctx, state, compat) for compat in entries}
     results = []
     for compat in entries:

@@ -140,7 +140,7 @@ def run(ctx: BuildContext, state: BuildState) -> WebSmoke:
 
 def browser_root(ctx: BuildContext) -> CompatRoot:
     """The toolchain's [compat.<name>] with check = "web": where Chromium runs."""
-    found = [c for c in ctx.plan.toolchain.compat.values() if c.check == "web"]
+    found = ctx.plan.toolchain.compat_roots("web")
     if not found:
         raise CheckError(
             f"toolchain {ctx.plan.toolchain.name} has no root for the browser",
