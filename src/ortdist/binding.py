@@ -5,8 +5,9 @@ Python it is built for: a dozen sources compiled with that Python's and numpy's 
 with the core's static archives. So instead of a second configure and build tree per version, the
 exact compile and link commands ninja would run for the binding are taken from the main build
 (``ninja -t commands``), the header directories of the root's Python are swapped for the other
-version's, and written as a small ninja file of their own (parallel, incremental) whose outputs
-go to a directory per version. The core's archives are linked as they are.
+version's, and written as a small ninja file per version whose outputs go to a directory of its
+own. A top file includes CMake's ``build.ninja`` and every version's file, so one ninja run
+builds the core and every binding: the bindings compile while the core's long links run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from .errors import BuildError
 TARGET = "onnxruntime_pybind11_state"
 MODULE = f"{TARGET}.so"
 OBJECT_DIR = f"CMakeFiles/{TARGET}.dir/"
+# CMake's Ninja generator: the phony that orders a target's compiles after what they include is
+# generated (onnx's protobuf headers): the extra versions' compiles wait for the same things.
+ORDER_DEPS = f"cmake_object_order_depends_target_{TARGET}"
+# The top ninja file in the build tree: CMake's graph and every version's binding.
+TOP = "ortdist-pythons.ninja"
 # What CMake's FindPython recorded in CMakeCache.txt for the main build.
 _CACHE_ENTRY = re.compile(r"^(?P<key>_Python_INCLUDE_DIR|_Python_NumPy_INCLUDE_DIR):INTERNAL=(?P<value>.*)$", re.M)
 
@@ -51,14 +57,12 @@ def _ninja_escape(text: str) -> str:
     return text.replace("$", "$$")
 
 
-def _path(token: str, build_dir: str) -> str:
-    return token if token.startswith("/") else f"{build_dir}/{token}"
-
-
-def binding_ninja(ninja_commands: str, main: Headers, other: Headers, out_dir: str, build_dir: str) -> str:
+def binding_ninja(ninja_commands: str, main: Headers, other: Headers, out_dir: str) -> str:
     """A ninja file that compiles and links the binding against ``other``'s headers into
     ``out_dir``, from the output of ``ninja -t commands onnxruntime_pybind11_state`` in the main
-    build tree ``build_dir``: the same commands, so the same flags, in parallel and incremental."""
+    build tree: the same commands, so the same flags. It is read as part of the main
+    build's graph (``top_ninja``): compiles wait for the main binding's generated headers, the
+    link for the main binding's (which needs every archive both link)."""
     compiles: list[str] = []
     link = ""
     for line in ninja_commands.splitlines():
@@ -75,8 +79,15 @@ def binding_ninja(ninja_commands: str, main: Headers, other: Headers, out_dir: s
     lines = [
         f"# ortdist: {TARGET} for another CPython, from the main build's own commands",
         "rule run",
-        "  command = cd " + build_dir + " && $cmd",
+        "  command = $cmd",  # ninja runs it in the build tree, as CMake's own
         "  description = $desc",
+        # A compile that writes its header dependencies (-MF, as CMake's do): a changed header
+        # recompiles this version's object too.
+        "rule compile",
+        "  command = $cmd",
+        "  description = $desc",
+        "  depfile = $out.d",
+        "  deps = gcc",
         "",
     ]
     objects: list[str] = []
@@ -93,15 +104,15 @@ def binding_ninja(ninja_commands: str, main: Headers, other: Headers, out_dir: s
         tokens = shlex.split(argv)
         output, source = tokens[tokens.index("-o") + 1], tokens[tokens.index("-c") + 1]
         objects.append(output)
+        rule = "compile" if f"-MF {output}.d" in argv else "run"
         lines += [
-            f"build {output}: run {_path(source, build_dir)}",
+            f"build {output}: {rule} {source} || {ORDER_DEPS}",
             f"  cmd = {_ninja_escape(argv)}",
             f"  desc = {output}",
         ]
     link = link.replace(OBJECT_DIR, f"{out_dir}/{OBJECT_DIR}").replace(f" -o {MODULE} ", f" -o {out_dir}/{MODULE} ")
-    archives = sorted({_path(t, build_dir) for t in shlex.split(link) if t.endswith(".a")})
     lines += [
-        f"build {out_dir}/{MODULE}: run {' '.join(objects)} | {' '.join(archives)}",
+        f"build {out_dir}/{MODULE}: run {' '.join(objects)} | {MODULE}",
         f"  cmd = {_ninja_escape(link)}",
         f"  desc = {MODULE}",
         "",
@@ -109,10 +120,12 @@ def binding_ninja(ninja_commands: str, main: Headers, other: Headers, out_dir: s
     return "\n".join(lines)
 
 
-def top_ninja(files: list[str]) -> str:
-    """One ninja file over every version's own (each keeps its rules in its own scope)."""
-    return "# ortdist: the binding of every extra CPython, in one ninja run\n" + "".join(
-        f"subninja {f}\n" for f in files
+def top_ninja(files: list[str], modules: list[str]) -> str:
+    """CMake's graph and every version's own file (each keeps its rules in its own scope), the
+    versions' modules built by default beside CMake's ``all``."""
+    return (
+        "# ortdist: ONNX Runtime and the binding of every extra CPython, in one ninja run\n"
+        "include build.ninja\n" + "".join(f"subninja {f}\n" for f in files) + f"default {' '.join(modules)}\n"
     )
 
 

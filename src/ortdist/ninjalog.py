@@ -42,7 +42,11 @@ def last_runs(ninja_log: str) -> dict[str, tuple[int, int]]:
     return last
 
 
-def seconds_by(ninja_log: str, group: Callable[[str], str | None]) -> dict[str, float]:
+# Names an output's group of a build's outputs (None: leave it out).
+Group = Callable[[str], str | None]
+
+
+def seconds_by(ninja_log: str, group: Group) -> dict[str, float]:
     """Command seconds per group of outputs (``group`` names an output's group, None skips it)."""
     out: dict[str, float] = {}
     for output, (start, end) in last_runs(ninja_log).items():

@@ -114,16 +114,13 @@ class BuildPlan:
             *(f"-D{k}={v}" for k, v in self.cmake_defines.items()),
         ]
 
-    def build_argv(self, jobs: int, keep_going: bool = False) -> list[str]:
-        """The compile; ``keep_going`` lets ninja run every command it can past a failing one (-k 0)."""
-        return [
-            "cmake",
-            "--build",
-            str(self.trees.build),
-            "--parallel",
-            str(jobs),
-            *(["--", "-k", "0"] if keep_going else []),
-        ]
+    def build_argv(self, jobs: int, keep_going: bool = False, manifest: str | None = None) -> list[str]:
+        """The compile; ``keep_going`` lets ninja run every command it can past a failing one (-k 0);
+        ``manifest``: a ninja file in the build tree over CMake's graph and more (the bindings)."""
+        keep = ["-k", "0"] if keep_going else []
+        if manifest is not None:
+            return ["ninja", "-C", str(self.trees.build), "-f", manifest, "-j", str(jobs), *keep]
+        return ["cmake", "--build", str(self.trees.build), "--parallel", str(jobs), *(["--", *keep] if keep else [])]
 
     def configure_digest(self) -> str:
         """Changes whenever the configure command would change: a reason to re-run CMake."""

@@ -122,30 +122,44 @@ COMMANDS = "\n".join(
 
 
 def test_the_binding_is_rebuilt_from_the_main_builds_own_commands() -> None:
-    text = binding.binding_ninja(COMMANDS, MAIN, OTHER, "/ortdist/work/binding-3.11", "/ortdist/build")
+    """Read inside CMake's graph: compiles wait for what the main binding's compiles wait for
+    (generated headers), the link for the main binding (every archive both link is made first);
+    a compile writing its dependencies (-MF) is rebuilt when a header it read changes."""
+    text = binding.binding_ninja(COMMANDS, MAIN, OTHER, "/ortdist/work/binding-3.11")
     builds = [line for line in text.splitlines() if line.startswith("build ")]
     out = "/ortdist/work/binding-3.11"
+    order = "|| cmake_object_order_depends_target_onnxruntime_pybind11_state"
     assert builds == [
-        f"build {out}/{OBJ}/a.cc.o: run /ortdist/source/onnxruntime/python/a.cc",
-        f"build {out}/{OBJ}/b.cc.o: run /ortdist/source/onnxruntime/python/b.cc",
+        f"build {out}/{OBJ}/a.cc.o: compile /ortdist/source/onnxruntime/python/a.cc {order}",
+        f"build {out}/{OBJ}/b.cc.o: run /ortdist/source/onnxruntime/python/b.cc {order}",
         f"build {out}/onnxruntime_pybind11_state.so: run {out}/{OBJ}/a.cc.o {out}/{OBJ}/b.cc.o | "
-        "/ortdist/build/_deps/onnx-build/libonnx.a /ortdist/build/libonnxruntime_session.a "
-        "/usr/lib/x86_64-linux-gnu/libflatbuffers.a",
+        "onnxruntime_pybind11_state.so",
     ]
+    assert f"-MF {out}/{OBJ}/a.cc.o.d " in text and "  depfile = $out.d\n  deps = gcc" in text
     assert "python3.13" not in text and "/usr/lib/np/" not in text
     assert text.count("-isystem /ortdist/python/3.11/usr/include/python3.11 -isystem /o/usr/include ") == 2
     assert "onnxruntime_common" not in text  # the core is not rebuilt
     assert "cmake -E copy" not in text  # nor are CMake's post-build copies repeated
     assert "$$ORIGIN" in text  # ninja's escape for the link's literal $ORIGIN
-    assert "  command = cd /ortdist/build && $cmd" in text
+    assert "  command = $cmd" in text  # run where ninja runs CMake's, in the build tree
+
+
+def test_the_top_file_reads_cmakes_graph_and_every_versions() -> None:
+    top = binding.top_ninja(["/w/binding-3.10/build.ninja", "/w/binding-3.11/build.ninja"], ["/w/a.so", "/w/b.so"])
+    assert top.splitlines()[1:] == [
+        "include build.ninja",  # CMake's graph, its `default all` included
+        "subninja /w/binding-3.10/build.ninja",
+        "subninja /w/binding-3.11/build.ninja",
+        "default /w/a.so /w/b.so",
+    ]
 
 
 def test_a_binding_compile_without_the_python_headers_cannot_be_retargeted() -> None:
     odd = COMMANDS.replace("-isystem /usr/include/python3.13 ", "", 1)
     with pytest.raises(BuildError, match=r"does not name /usr/include/python3\.13"):
-        binding.binding_ninja(odd, MAIN, OTHER, "/o", "/ortdist/build")
+        binding.binding_ninja(odd, MAIN, OTHER, "/o")
     with pytest.raises(BuildError, match="no compile or link command"):
-        binding.binding_ninja("ninja: no work to do.\n", MAIN, OTHER, "/o", "/ortdist/build")
+        binding.binding_ninja("ninja: no work to do.\n", MAIN, OTHER, "/o")
 
 
 def test_main_build_headers_come_from_cmakes_cache() -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from ..fsutil import sha256_file
 from ..paths import IN_ROOT_TARGET, Cache
@@ -17,6 +19,8 @@ from ..toolchains.spec import CrossTarget
 from .layout import Layout, Roots
 from .runner import Command, Result, Runner
 from .target_compiler import TargetCompiler, target_compiler
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,24 @@ class BuildContext:
         """dist/<recipe>/logs/<name>.log, one per command group: the file an error points at."""
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         return self.log_path(name).open("w", encoding="utf-8")
+
+    def each_python(self, versions: Sequence[str], work: Callable[[str], T]) -> tuple[dict[str, T], dict[str, float]]:
+        """``work(version)`` for every version, side by side on the build's cores (each mostly waits
+        on its own commands: pip, auditwheel, a check's Python): results and seconds in version
+        order. Every version runs to its end; then the first error, in version order, is raised."""
+
+        def timed(version: str) -> tuple[T, float]:
+            started = time.monotonic()
+            result = work(version)
+            return result, round(time.monotonic() - started, 1)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.jobs, len(versions)))) as pool:
+            futures = [(v, pool.submit(timed, v)) for v in versions]
+        for _, future in futures:
+            if future.exception() is not None:
+                future.result()  # raises it
+        done = {v: f.result() for v, f in futures}
+        return {v: r for v, (r, _) in done.items()}, {v: s for v, (_, s) in done.items()}
 
     def source_date_epoch(self) -> int:
         """The source release's own timestamp, so rebuilds stamp the same times into archives."""

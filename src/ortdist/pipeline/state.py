@@ -151,14 +151,22 @@ class WebSmoke(StepOutput):
 
 @dataclass(frozen=True, kw_only=True)
 class Wheels(StepOutput):
-    raw: Mapping[str, Path]  # version -> the wheel scikit-build-core made (re-tagged)
+    raw: Mapping[str, Path]  # version -> the wheel scikit-build-core made (re-tagged), or one swapped from it
     times: PerPython
+    swapped: tuple[str, ...] = ()  # the versions whose wheel is the first one's with their binding
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"wheel_swapped_binding": list(self.swapped)} if self.swapped else {}
 
 
 @dataclass(frozen=True, kw_only=True)
 class Repaired(StepOutput):
     wheels: Mapping[str, Path]  # version -> the repaired wheel, SBOM inside
     times: PerPython
+    how: Mapping[str, str] = field(default_factory=dict)  # version -> "auditwheel" or "derived"
+
+    def manifest(self) -> Mapping[str, Any]:
+        return {"repair": dict(self.how)} if self.how else {}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,8 @@ from .conftest import MakeEnv
 from .helpers import StepEnv, host_of
 
 STATS = "/ortdist/work/compiler-cache-stats.txt"
+# The root's Python alone: CMake's own driver (the extra versions' graph is test_binding's).
+ONE = ("3.13",)
 
 
 def ready(env: StepEnv) -> StepEnv:
@@ -35,7 +37,7 @@ def writes_stats(text: str, returncode: int = 0, stdout: str = "") -> Effect:
 
 
 def test_ccache_stats_are_parsed_into_compiled(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=ONE))
     env.runner.on(
         "cmake --build", writes_stats("direct_cache_hit\t7\npreprocessed_cache_hit\t2\ncache_miss\t3\nx\t1\n")
     )
@@ -51,7 +53,7 @@ def test_ccache_stats_are_parsed_into_compiled(make_env: MakeEnv) -> None:
 
 
 def test_sccache_is_stopped_in_the_same_shell(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux", cache_name="sccache"))
+    env = ready(make_env("cpu-linux", cache_name="sccache", python=ONE))
     stats = {"stats": {"cache_hits": {"counts": {"C/C++": 40}}, "cache_misses": {"counts": {"C/C++": 2, "CUDA": 1}}}}
     env.runner.on("cmake --build", writes_stats(json.dumps(stats)))
     out = build.run(env.ctx, env.state)
@@ -63,14 +65,14 @@ def test_sccache_is_stopped_in_the_same_shell(make_env: MakeEnv) -> None:
 
 
 def test_stats_of_an_earlier_run_are_not_reported_again(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=ONE))
     stale = env.layout.work.host / "compiler-cache-stats.txt"
     stale.write_text("cache_miss\t999\n")
     assert build.run(env.ctx, env.state).compiler_cache == {"name": "ccache"}
 
 
 def test_the_trees_compile_time_adds_up_over_runs(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=ONE))
     ledger = env.layout.build.host / ".ortdist-compile-seconds"
     ledger.write_text("1234.5\n")
     out = build.run(env.ctx, env.state)
@@ -80,7 +82,7 @@ def test_the_trees_compile_time_adds_up_over_runs(make_env: MakeEnv) -> None:
 
 
 def test_a_failed_compile_names_the_target_and_its_errors(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=ONE))
     output = "\n".join(
         [
             "[1/900] Building CXX object a.o",
@@ -113,7 +115,7 @@ NINJA_LOG = (
 
 def test_the_compile_is_split_into_dependencies_and_ort(make_env: MakeEnv) -> None:
     """What ORT compiles under _deps/ (the dependencies from source) is reported apart from ORT itself."""
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=ONE))
 
     def compiles(cmd: Command) -> Result:
         (env.layout.build.host / ".ninja_log").write_text(NINJA_LOG)
@@ -125,14 +127,14 @@ def test_the_compile_is_split_into_dependencies_and_ort(make_env: MakeEnv) -> No
 
 
 def test_no_ninja_log_reports_no_split(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=ONE))
     env.runner.on("cmake --build", writes_stats(""))
     assert build.run(env.ctx, env.state).manifest()["compile_command_s"] == {}
 
 
 def test_ninja_saying_it_had_nothing_to_do_is_recorded(make_env: MakeEnv) -> None:
     """The report's threshold-free signal for a build that reused the whole tree."""
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=ONE))
     idle = "[0/2] Re-checking globbed directories...\nninja: no work to do.\n"
     env.runner.on("cmake --build", writes_stats("cache_miss\t0\n", stdout=idle))
     assert build.run(env.ctx, env.state).manifest()["build"] == {"ninja_no_work": True}
@@ -161,7 +163,7 @@ def test_a_compiler_cache_that_cannot_reach_its_backend_stops_the_build_with_its
     """sccache's server checks its storage at start and then fails every compile: the build shell
     starts it first, and a refusal is a named error, not a ninja failure deep in the log."""
     monkeypatch.setenv("SCCACHE_WEBDAV_ENDPOINT", "http://127.0.0.1:1")
-    env = ready(make_env("cpu-linux", cache_name="sccache"))
+    env = ready(make_env("cpu-linux", cache_name="sccache", python=ONE))
     start_file = "/ortdist/work/compiler-cache-start.txt"
 
     def refuses(cmd: Command) -> Result:
@@ -180,7 +182,7 @@ def test_a_compiler_cache_that_cannot_reach_its_backend_stops_the_build_with_its
 
 
 def test_ccache_has_no_server_to_start(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux"))
+    env = ready(make_env("cpu-linux", python=ONE))
     env.runner.on("cmake --build", writes_stats("cache_miss\t1\n"))
     build.run(env.ctx, env.state)
     assert "--start-server" not in env.runner.commands[0].argv[2]
@@ -214,7 +216,7 @@ def compiles_on(log: str) -> Effect:
 
 
 def with_workers(make_env: MakeEnv, hosts: str) -> StepEnv:
-    return ready(make_env("slim-linux", workers=workers.parse_workers(hosts)))
+    return ready(make_env("slim-linux", python=ONE, workers=workers.parse_workers(hosts)))
 
 
 def test_workers_that_probe_alike_take_the_misses_with_their_slots_added_to_the_jobs(make_env: MakeEnv) -> None:
@@ -290,7 +292,7 @@ def test_a_worker_with_another_compiler_stops_the_build_before_anything_compiles
 
 
 def test_without_workers_there_is_no_probe_and_no_distcc(make_env: MakeEnv) -> None:
-    env = ready(make_env("slim-linux"))
+    env = ready(make_env("slim-linux", python=ONE))
     env.runner.on("cmake --build", writes_stats("cache_miss\t3\n"))
     out = build.run(env.ctx, env.state)
     (compile_,) = env.runner.commands

@@ -247,7 +247,7 @@ def test_a_build_that_failed_at_a_step_resumes_at_that_step(make_env: MakeEnv, m
     (a new process: new runner, same cache) reuses the patched source and the configured tree,
     runs neither the unpack, the patches nor CMake's configure again, and compiles on the same
     tree, keeping what the first run compiled."""
-    env = make_env("cpu-linux", steps=("toolchain", "source", "configure", "build"))
+    env = make_env("cpu-linux", python=("3.13",), steps=("toolchain", "source", "configure", "build"))
     fake = FakeSources(monkeypatch, env.ctx.cache.downloads)
 
     def unpack(archive: Path, dest: Path) -> None:

@@ -16,11 +16,13 @@ from ortdist.pipeline.runner import Command
 from ortdist.pipeline.state import PerPython, Wheels
 from ortdist.pipeline.steps import repair
 
+from ..test_elf import shared_object
 from .conftest import MakeEnv
 from .helpers import StepEnv, arg_after, host_of, make_wheel
 
 GRAFT = "onnxruntime.libs/libgomp-a34b3233.so.1"
 CUDA = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
+BINDING = "onnxruntime/capi/onnxruntime_pybind11_state.so"
 # What auditwheel gives a wheel built against glibc 2.17 (portable-glibc2.17), and one built
 # against a newer glibc (debian-trixie's 2.41 allows up to manylinux_2_41).
 PORTABLE_TAG = "manylinux_2_17_x86_64.manylinux2014_x86_64"
@@ -72,7 +74,8 @@ def sbom_of(wheel: Path) -> dict[str, object]:
 def test_each_wheel_is_repaired_and_gets_an_sbom_naming_its_grafts(make_env: MakeEnv) -> None:
     env = ready(make_env("cpu-linux", python=("3.13", "3.11")))
     out = repair.run(env.ctx, env.state)
-    repairs = env.matching("auditwheel repair")
+    # side by side: each version's repair, whatever order they ran in
+    repairs = sorted(env.matching("auditwheel repair"), key=lambda c: "-3.11/" in c.argv[-1])
     assert [c.argv for c in repairs] == [
         (
             "/opt/ortdist-tools/bin/auditwheel",
@@ -243,3 +246,43 @@ def test_a_cuda_wheel_may_need_libgcc_s_and_the_cuda_runtime(make_env: MakeEnv) 
     with pytest.raises(PackageError, match=r"needs libcudart\.so\.13") as info:
         repair.run(env.ctx, env.state)
     assert "needs libgcc_s.so.1" in str(info.value)  # cpu-linux links libgcc statically
+
+
+def retag_only(platform: str) -> Callable[[Command], None]:
+    """auditwheel for a wheel it needs to graft nothing into: the same files, the platform tag."""
+
+    def repair_wheel(cmd: Command) -> None:
+        raw = host_of(cmd, cmd.argv[-1])
+        with zipfile.ZipFile(raw) as zf:
+            members = {n: zf.read(n) for n in zf.namelist() if ".dist-info/" not in n}
+        stem = raw.name.rpartition("-linux_")[0]
+        make_wheel(host_of(cmd, arg_after(cmd, "--wheel-dir")), f"{stem}-{platform}.whl", members)
+
+    return repair_wheel
+
+
+def test_auditwheel_runs_once_when_it_only_retags_and_every_binding_needs_the_same(make_env: MakeEnv) -> None:
+    """cpu-linux grafts nothing: auditwheel repairs the first version's wheel, the others are that
+    repair applied to their own files, each still checked against the promise and given an SBOM."""
+    env = ready(make_env("cpu-linux", python=("3.13", "3.11", "3.12")), members={BINDING: shared_object()})
+    env.runner.on("auditwheel repair", retag_only(PORTABLE_TAG))
+    out = repair.run(env.ctx, env.state)
+    (only,) = env.matching("auditwheel repair")
+    assert only.argv[-1] == "/ortdist/work/wheel/raw/onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl"
+    assert out.manifest() == {"repair": {"3.13": "auditwheel", "3.11": "derived", "3.12": "derived"}}
+    for version, wheel in out.wheels.items():
+        tag = f"cp{version.replace('.', '')}"
+        assert wheel.name == f"onnxruntime-1.21.0-{tag}-{tag}-{PORTABLE_TAG}.whl"
+        assert sbom_of(wheel)["metadata"]["component"]["description"] == f"wheel {wheel.name}"  # type: ignore[index]
+
+
+def test_a_version_whose_binding_needs_more_is_repaired_by_auditwheel(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux", python=("3.13", "3.11")), members={BINDING: shared_object()})
+    newer = shared_object(versions={"libc.so.6": ("GLIBC_2.2.5", "GLIBC_2.17"), "libm.so.6": ("GLIBC_2.2.5",)})
+    other = env.state.get(Wheels).raw["3.11"]
+    other.unlink()
+    make_wheel(other.parent, other.name, {BINDING: newer})
+    env.runner.on("auditwheel repair", retag_only(PORTABLE_TAG))
+    out = repair.run(env.ctx, env.state)
+    assert len(env.matching("auditwheel repair")) == 2
+    assert out.manifest() == {"repair": {"3.13": "auditwheel", "3.11": "auditwheel"}}

@@ -14,6 +14,7 @@ from ortdist.errors import PackageError
 from ortdist.pipeline.runner import Command
 from ortdist.pipeline.state import Bindings, PerPython
 from ortdist.pipeline.steps import wheel
+from ortdist.wheel.record import record_line
 
 from .conftest import MakeEnv
 from .helpers import StepEnv, arg_after, host_of, make_wheel
@@ -50,14 +51,26 @@ def scikit_build_core(cmd: Command) -> None:
     )
 
 
-def test_one_wheel_per_python_each_with_its_own_binding(make_env: MakeEnv) -> None:
-    env = ready(make_env("cpu-linux", python=("3.13", "3.11")))
+def with_extra_binding(env: StepEnv) -> StepEnv:
     module = env.layout.work.host / "binding-3.11" / "onnxruntime_pybind11_state.so"
     module.parent.mkdir(parents=True)
     module.write_bytes(b"binding for 3.11")
     env.state.put(Bindings(modules={"3.11": module}, times=PerPython("binding_s", {"3.11": 1.0}, timed=True)))
+    return env
+
+
+def test_one_wheel_per_python_each_with_its_own_binding(make_env: MakeEnv) -> None:
+    """scikit-build-core packs the first version's stage; the other version's wheel is that wheel
+    with its own binding, stripped the same way, and its own tag: one pip run for five wheels."""
+    env = with_extra_binding(ready(make_env("cpu-linux", python=("3.13", "3.11"))))
     out = wheel.run(env.ctx, env.state)
-    main, other = env.runner.commands
+    commands = env.runner.commands
+    (main,) = [c for c in commands if c.argv[1:2] == ("wheel",)]
+    strips = {c.argv[-1]: commands.index(c) for c in commands if c.argv[:2] == ("strip", "-s")}
+    # stripped as auditwheel --strip would, before scikit-build-core packs it
+    staged = "/ortdist/work/stage/onnxruntime/capi/onnxruntime_pybind11_state.so"
+    assert strips.keys() == {staged, "/ortdist/work/wheel/binding-3.11/onnxruntime_pybind11_state.so"}
+    assert strips[staged] < commands.index(main)
     assert main.argv[1:] == (
         "wheel",
         "--no-deps",
@@ -69,23 +82,58 @@ def test_one_wheel_per_python_each_with_its_own_binding(make_env: MakeEnv) -> No
         "/ortdist/work/wheelproj",
     )
     assert main.argv[0] == "/opt/ortdist-tools/bin/pip" and main.root == env.state.roots.build
-    assert arg_after(other, "--wheel-dir") == "/ortdist/work/wheel/raw-3.11" and other.argv[-1].endswith(
-        "wheelproj-3.11"
-    )
     assert out.raw["3.13"].name == "onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl"
-    assert out.raw["3.11"].name == "onnxruntime-1.21.0-cp311-cp311-linux_x86_64.whl"
+    assert out.raw["3.11"] == env.layout.work.host / "wheel" / "raw-3.11" / (
+        "onnxruntime-1.21.0-cp311-cp311-linux_x86_64.whl"
+    )
     with zipfile.ZipFile(out.raw["3.13"]) as zf:
         assert zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so") == b"binding for 3.13"
         record = json.loads(zf.read("onnxruntime/ortdist_build.json"))
         info = zf.read("onnxruntime/capi/build_and_package_info.py").decode()
+        first = {n: zf.read(n) for n in zf.namelist()}
     with zipfile.ZipFile(out.raw["3.11"]) as zf:
-        assert zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so") == b"binding for 3.11"
-        assert "Tag: cp311-cp311-linux_x86_64" in zf.read("onnxruntime-1.21.0.dist-info/WHEEL").decode()
+        other = {n: zf.read(n) for n in zf.namelist()}
+    assert other["onnxruntime/capi/onnxruntime_pybind11_state.so"] == b"binding for 3.11"
+    assert "Tag: cp311-cp311-linux_x86_64" in other["onnxruntime-1.21.0.dist-info/WHEEL"].decode()
+    changed = {n for n in first if first[n] != other[n]}
+    assert changed == {"onnxruntime/capi/onnxruntime_pybind11_state.so"} | {
+        f"onnxruntime-1.21.0.dist-info/{n}" for n in ("WHEEL", "RECORD")
+    }
+    assert record_line("onnxruntime/capi/onnxruntime_pybind11_state.so", b"binding for 3.11") in (
+        other["onnxruntime-1.21.0.dist-info/RECORD"].decode().splitlines()
+    )
     assert record["recipe"] == "cpu-linux" and record["recipe_sha256"] == env.ctx.recipe_sha256
     assert record["source"] == {"kind": "debian", "sha256": "ab" * 32}  # the source step's sha256
     assert "package_name = 'onnxruntime'" in info
     assert (env.layout.work.host / "wheelproj" / "LICENSE").read_text() == "LICENSE text\n"
     assert out.times.key == "wheel_s" and out.times.timed and set(out.times.seconds) == {"3.13", "3.11"}
+    assert out.manifest() == {"wheel_swapped_binding": ["3.11"]}
+
+
+def test_a_binding_not_packed_as_staged_gets_its_own_wheel_build(make_env: MakeEnv) -> None:
+    """Should scikit-build-core change the binding it packs, swapping another one in would not make
+    the wheel it makes: each version is then staged and built on its own, as before."""
+    env = with_extra_binding(ready(make_env("cpu-linux", python=("3.13", "3.11"))))
+
+    def changes_the_binding(cmd: Command) -> None:
+        scikit_build_core(cmd)
+        raw = host_of(cmd, arg_after(cmd, "--wheel-dir"))
+        (whl,) = raw.glob("*.whl")
+        members = {}
+        with zipfile.ZipFile(whl) as zf:
+            members = {n: zf.read(n) for n in zf.namelist() if not n.startswith("onnxruntime-1.21.0.dist-info/")}
+        whl.unlink()
+        members["onnxruntime/capi/onnxruntime_pybind11_state.so"] += b" (changed)"
+        make_wheel(raw, whl.name, members)
+
+    env.runner.on("/bin/pip wheel", changes_the_binding)
+    out = wheel.run(env.ctx, env.state)
+    builds = sorted(c.argv[-1] for c in env.runner.commands if c.argv[1:2] == ("wheel",))
+    assert builds == ["/ortdist/work/wheelproj", "/ortdist/work/wheelproj-3.11"]
+    with zipfile.ZipFile(out.raw["3.11"]) as zf:
+        assert zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so") == b"binding for 3.11 (changed)"
+        assert "Tag: cp311-cp311-linux_x86_64" in zf.read("onnxruntime-1.21.0.dist-info/WHEEL").decode()
+    assert out.manifest() == {}
 
 
 def test_a_build_without_the_package_layout_is_refused(make_env: MakeEnv) -> None:
@@ -100,8 +148,9 @@ def test_a_build_without_the_package_layout_is_refused(make_env: MakeEnv) -> Non
 def test_the_cuda_provider_gets_a_runpath_into_nvidias_wheels(make_env: MakeEnv) -> None:
     env = ready(make_env("cuda-linux", python=("3.13",)), providers=("libonnxruntime_providers_cuda.so",))
     out = wheel.run(env.ctx, env.state)
-    patchelf, build = env.runner.commands
+    patchelf, strip, build = env.runner.commands
     assert patchelf.argv[:2] == ("patchelf", "--set-rpath")
+    assert strip.argv[:2] == ("strip", "-s") and patchelf.argv[3] in strip.argv  # after its RUNPATH is set
     runpath = patchelf.argv[2].split(":")
     assert runpath[0] == "$ORIGIN" and "$ORIGIN/../../nvidia/cudnn/lib" in runpath
     assert "$ORIGIN/../../nvidia/cuda_runtime/lib" in runpath

@@ -19,6 +19,7 @@ from ...progress import NinjaProgress, failure_excerpt
 from ..context import BuildContext
 from ..state import BuildState, Compiled
 from ..step import StepDef, ninja_state
+from . import binding
 
 
 def account_compile(build_dir: Path, seconds: float) -> float:
@@ -126,7 +127,9 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
     # serves the build and is stopped before the namespace, and its bind mounts, go away.
     start = ctx.layout.work / "compiler-cache-start.txt"
     start.host.unlink(missing_ok=True)
-    build = shlex.join(ctx.plan.build_argv(ctx.jobs + distributed.jobs, ctx.keep_going))
+    # Extra CPythons: their bindings join the core's graph (binding.write_graph), one ninja run.
+    manifest = binding.write_graph(ctx, state) if ctx.plan.extra_python else None
+    build = shlex.join(ctx.plan.build_argv(ctx.jobs + distributed.jobs, ctx.keep_going, manifest))
     script = cc.around(build, str(stats.inside), str(start.inside))
     started = time.monotonic()
     with ctx.open_log("build") as out:
@@ -152,7 +155,7 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
         )
     ninja_log = ctx.layout.build.host / ".ninja_log"
     split = (
-        ninjalog.seconds_by(ninja_log.read_text(encoding="utf-8", errors="replace"), ninjalog.dependency_or_ort)
+        ninjalog.seconds_by(ninja_log.read_text(encoding="utf-8", errors="replace"), binding.compile_groups(ctx))
         if ninja_log.is_file()
         else {}
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
     )
     cross = ctx.cross
     with ctx.open_log(f"check{sfx}") as out:
-        venv = ctx.layout.recipe_work / "check-venv"
+        venv = ctx.layout.recipe_work / f"check-venv{sfx}"
         remove_tree(venv)
         venv.mkdir(parents=True)
         binds = [
@@ -109,22 +108,32 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
     return result
 
 
+def check_roots(ctx: BuildContext, state: BuildState) -> None:
+    """The roots every check runs in, made before the checks run side by side (one maker each)."""
+    with ctx.open_log("check-roots") as out:
+        if ctx.cross:
+            ctx.toolchain.ensure_clean_target_root(ctx.cache, state.roots.build, ctx.plan.target.triple, out)
+        else:
+            ctx.toolchain.ensure_clean_root(ctx.cache, out)
+
+
 def run(ctx: BuildContext, state: BuildState) -> Checks:
+    """Every version's wheel checked side by side, each in its own venv of the clean root."""
     plan, wheels = ctx.plan, state.get(Repaired).wheels
     main: dict[str, Any] = {}
     others: dict[str, Any] = {}
-    seconds = {}
+    check_roots(ctx, state)
+    runs = [python for python in plan.python if python not in plan.python_not_run]
+    results, seconds = ctx.each_python(runs, lambda python: check_one(ctx, state, python, wheels[python]))
     for python in plan.python:
-        if python in plan.python_not_run:
+        if python not in results:
             # Its ELF files were checked by repair against the glibc promise; nothing here runs it.
             log.warning(
                 f"{wheels[python].name}: not run (no CPython {python} for {plan.target.arch} is reachable here)"
             )
             others[python] = {"ok": None, "not_run": NOT_RUN.format(python=python, arch=plan.target.arch)}
             continue
-        started = time.monotonic()
-        result = check_one(ctx, state, python, wheels[python])
-        seconds[python] = round(time.monotonic() - started, 1)
+        result = results[python]
         if python != plan.python[0]:
             others[python] = {"ok": True, "outputs": result["outputs"]}
             continue

@@ -1,5 +1,7 @@
-"""auditwheel repair of each wheel (a cross target's libraries and strip come from its sysroot),
-the provider RUNPATHs verified to survive it, and the SBOM added."""
+"""auditwheel repair of the first version's wheel (a cross target's libraries and strip come from
+its sysroot), the other versions' derived from it where that is exactly what auditwheel would
+make (wheel.derive); each wheel's libraries checked, the provider RUNPATHs verified to survive,
+and the SBOM added."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from ...errors import PackageError
 from ...fsutil import remove_tree
 from ...manifest import Artifact
 from ...paths import IN_ROOT_TARGET, IN_ROOT_TOOLS_VENV
-from ...wheel import assemble, names, repair
+from ...wheel import assemble, derive, names, repair
 from ..context import BuildContext
 from ..sboms import add_wheel_sbom
 from ..state import BuildState, PerPython, Repaired, Wheels
@@ -38,7 +40,7 @@ def target_repair_env(ctx: BuildContext) -> list[str]:
     ]
 
 
-def verify_provider_runpaths(ctx: BuildContext, state: BuildState, wheel: Path) -> None:
+def verify_provider_runpaths(ctx: BuildContext, state: BuildState, wheel: Path, sfx: str) -> None:
     """The RUNPATH into NVIDIA's wheels must survive auditwheel: without it the provider only
     loads where the user set LD_LIBRARY_PATH, which the GPU proof would not notice."""
     expected = {
@@ -48,7 +50,7 @@ def verify_provider_runpaths(ctx: BuildContext, state: BuildState, wheel: Path) 
     }
     if not expected:
         return
-    probe = ctx.layout.work / "wheel" / "runpath"
+    probe = ctx.layout.work / "wheel" / f"runpath{sfx}"
     remove_tree(probe.host)
     probe.host.mkdir(parents=True)
     with zipfile.ZipFile(wheel) as zf:
@@ -73,14 +75,15 @@ def verify_provider_runpaths(ctx: BuildContext, state: BuildState, wheel: Path) 
     remove_tree(probe.host)
 
 
-def repair_one(ctx: BuildContext, state: BuildState, version: str, raw_wheel: Path) -> Path:
+def auditwheel(ctx: BuildContext, state: BuildState, version: str, raw_wheel: Path, target_env: list[str]) -> Path:
+    """auditwheel repair of one version's raw wheel (its output uncompressed), its tag held to the
+    toolchain's glibc promise."""
     sfx = suffix(ctx, version)
     repaired = ctx.layout.work / "wheel" / f"repaired{sfx}"
     remove_tree(repaired.host)
     repaired.host.mkdir(parents=True)
     raw_inside = str(ctx.layout.work.inside / "wheel" / f"raw{sfx}" / raw_wheel.name)
     argv = repair.auditwheel_argv(raw_inside, str(repaired.inside), ctx.plan.repair_excludes, strip=ctx.plan.strip)
-    target_env = target_repair_env(ctx)
     with ctx.open_log(f"repair{sfx}") as log:
         ctx.runner.call(
             ctx.in_root(state.roots, [*target_env, *argv]),
@@ -101,26 +104,61 @@ def repair_one(ctx: BuildContext, state: BuildState, version: str, raw_wheel: Pa
             )
             log.write(show.stdout + show.stderr)
             raise
+    return wheel
+
+
+def derived(ctx: BuildContext, version: str, raw_wheel: Path, first: Path) -> Path:
+    """One version's raw wheel made into what auditwheel made of the first one's (wheel.derive)."""
+    repaired = ctx.layout.work / "wheel" / f"repaired{suffix(ctx, version)}"
+    remove_tree(repaired.host)
+    repaired.host.mkdir(parents=True)
+    return derive.derive(raw_wheel, first, repaired.host)
+
+
+def finish(ctx: BuildContext, state: BuildState, version: str, wheel: Path) -> Path:
+    """What every repaired wheel must be, however it was repaired: no executable stack, each
+    library within its tag's promise, provider RUNPATHs kept; then its SBOM."""
     libraries = repair.wheel_libraries(wheel)
     repair.check_no_executable_stack(libraries, wheel.name)
     # What the tag promises, from the libraries' own DT_NEEDED and version needs: auditwheel allows
     # all of manylinux's list, the toolchain's [promise] may allow less.
-    promised = names.required_glibc(wheel.name) or glibc
+    promised = names.required_glibc(wheel.name) or ctx.plan.toolchain.glibc_for(ctx.plan.target.triple)
     elf.check(
         libraries, elf.policy(promised, ctx.plan.toolchain.system_libraries, ctx.plan.repair_excludes), wheel.name
     )
-    verify_provider_runpaths(ctx, state, wheel)
+    verify_provider_runpaths(ctx, state, wheel, suffix(ctx, version))
     add_wheel_sbom(ctx, state, wheel)
     return wheel
 
 
 def run(ctx: BuildContext, state: BuildState) -> Repaired:
+    """auditwheel for the first version; every other version side by side, derived from that
+    repair when auditwheel only re-tagged it and the version's libraries need the same (else by
+    auditwheel too); every wheel then checked and given its SBOM."""
     plan, raw = ctx.plan, state.get(Wheels).raw
-    wheels, seconds, artifacts = {}, {}, []
-    for version in plan.python:
-        started = time.monotonic()
-        wheel = wheels[version] = repair_one(ctx, state, version, raw[version])
-        seconds[version] = round(time.monotonic() - started, 1)
+    target_env = target_repair_env(ctx)  # shared by every version's repair: made once, first
+    first_version = plan.python[0]
+    started = time.monotonic()
+    first = auditwheel(ctx, state, first_version, raw[first_version], target_env)
+    first_s = time.monotonic() - started
+    # auditwheel changed nothing but tags, and the same change gives back its own wheel
+    faithful = derive.retag_only(raw[first_version], first) and derive.reproduces(raw[first_version], first)
+    how: dict[str, str] = {first_version: "auditwheel"}
+
+    def repaired(version: str) -> Path:
+        if faithful and derive.same_needs(raw[version], raw[first_version]):
+            how[version] = "derived"
+            return derived(ctx, version, raw[version], first)
+        how[version] = "auditwheel"
+        return auditwheel(ctx, state, version, raw[version], target_env)
+
+    # the first wheel is the others' template: it gets its SBOM only once they are made
+    made, seconds = ctx.each_python(plan.extra_python, repaired)
+    made = {first_version: first, **made}
+    wheels, finished = ctx.each_python(plan.python, lambda version: finish(ctx, state, version, made[version]))
+    seconds = {v: round(finished[v] + seconds.get(v, first_s), 1) for v in plan.python}
+    artifacts = []
+    for version, wheel in wheels.items():
         extra = {
             "execution_providers": [ep.name for ep in plan.providers],
             "provider_names": [ep.provider for ep in plan.providers],
@@ -132,6 +170,7 @@ def run(ctx: BuildContext, state: BuildState) -> Repaired:
         wheels=wheels,
         times=PerPython("repair_s", seconds, timed=len(plan.python) > 1),
         artifacts=tuple(artifacts),
+        how={v: how[v] for v in plan.python},
     )
 
 

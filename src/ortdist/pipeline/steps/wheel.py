@@ -1,17 +1,20 @@
-"""One wheel per CPython: the package staged from the build tree (the other versions with their
-own binding), provider RUNPATHs set, built by scikit-build-core and re-tagged."""
+"""One wheel per CPython: the package staged from the build tree, provider RUNPATHs set, its
+libraries stripped, built by scikit-build-core; each other version's wheel is that wheel with the
+version's own (stripped) binding in its place and its tag (wheel.derive.swap_binding)."""
 
 from __future__ import annotations
 
 import shutil
 import time
+import zipfile
 from pathlib import Path
+from typing import TextIO
 
 from ... import binding
 from ...errors import PackageError
 from ...fsutil import remove_tree
 from ...paths import IN_ROOT_TOOLS_VENV
-from ...wheel import assemble, record, repair
+from ...wheel import assemble, derive, record, repair
 from ..context import BuildContext
 from ..state import Bindings, BuildState, Models, PerPython, Source, Wheels
 from ..step import StepDef
@@ -23,13 +26,13 @@ def suffix(ctx: BuildContext, version: str) -> str:
     return "" if version == ctx.plan.python[0] else f"-{version}"
 
 
-def set_provider_runpaths(ctx: BuildContext, state: BuildState, stage: Path) -> None:
+def set_provider_runpaths(ctx: BuildContext, state: BuildState, stage: Path, sfx: str) -> None:
     """Provider libraries whose vendor runtime comes from pip wheels (CUDA, cuDNN) get a
     RUNPATH into those wheels' directories, so loading the provider finds them."""
     libraries = [ep for ep in ctx.plan.providers if ep.pip_library_dirs]
     if not libraries:
         return
-    with ctx.open_log("runpath") as log:
+    with ctx.open_log(f"runpath{sfx}") as log:
         for ep in libraries:
             library = stage / assemble.CAPI_DIR / ep.provider_library
             if not library.is_file():
@@ -50,6 +53,23 @@ def set_provider_runpaths(ctx: BuildContext, state: BuildState, stage: Path) -> 
             )
 
 
+def strip_libraries(ctx: BuildContext, state: BuildState, package: Path, log: TextIO) -> None:
+    """The package's shared libraries stripped as auditwheel --strip strips them (``strip -s``),
+    before the wheel is built: scikit-build-core then compresses, and auditwheel reads, a third
+    of the bytes (the binding is 66 MB unstripped), and the repaired wheel holds the same files."""
+    libraries = sorted(p for p in package.rglob("*.so*") if p.is_file() and not p.is_symlink())
+    if not libraries:
+        return
+    work = ctx.layout.work
+    inside = [str(work.inside / p.relative_to(work.host)) for p in libraries]
+    ctx.runner.call(
+        ctx.in_root(state.roots, [ctx.tool("strip"), "-s", *inside]),
+        log=log,
+        error=PackageError,
+        what="stripping the package's libraries",
+    )
+
+
 def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
     plan, work, sfx = ctx.plan, ctx.layout.work, suffix(ctx, version)
     models = state.find(Models)
@@ -60,7 +80,7 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
     assemble.stage_package(ctx.layout.build.host / "onnxruntime", stage.host, plan, build_record)
     if sfx:  # the binding compiled for this version replaces the root Python's
         shutil.copyfile(state.get(Bindings).modules[version], stage.host / "onnxruntime" / "capi" / binding.MODULE)
-    set_provider_runpaths(ctx, state, stage.host)
+    set_provider_runpaths(ctx, state, stage.host, sfx)
     project = work / f"wheelproj{sfx}"
     assemble.write_project(project.host, plan, ctx.layout.source.host, str(stage.inside / "onnxruntime"))
     raw = work / "wheel" / f"raw{sfx}"
@@ -78,6 +98,8 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
         str(project.inside),
     ]
     with ctx.open_log(f"wheel{sfx}") as log:
+        if plan.strip:
+            strip_libraries(ctx, state, stage.host / "onnxruntime", log)
         ctx.runner.call(
             ctx.in_root(state.roots, argv), log=log, error=PackageError, what="scikit-build-core wheel build"
         )
@@ -86,13 +108,50 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
     return record.retag(wheel, version) if sfx else wheel
 
 
+def binding_member(raw: Path, stage: Path) -> bool:
+    """Whether scikit-build-core packed the staged binding as it was: then a wheel with another
+    binding is the same wheel with that one member changed."""
+    staged = stage / assemble.CAPI_DIR / binding.MODULE
+    with zipfile.ZipFile(raw) as zf:
+        return zf.read(f"{assemble.CAPI_DIR}/{binding.MODULE}") == staged.read_bytes()
+
+
+def swapped_wheel(ctx: BuildContext, state: BuildState, version: str, first: Path) -> Path:
+    """``version``'s raw wheel: its binding, stripped as the first one was, swapped into ``first``."""
+    work, sfx = ctx.layout.work, suffix(ctx, version)
+    module = work / "wheel" / f"binding{sfx}" / binding.MODULE
+    remove_tree(module.host.parent)
+    module.host.parent.mkdir(parents=True)
+    shutil.copyfile(state.get(Bindings).modules[version], module.host)
+    with ctx.open_log(f"wheel{sfx}") as log:
+        if ctx.plan.strip:
+            strip_libraries(ctx, state, module.host.parent, log)
+    raw = work / "wheel" / f"raw{sfx}"
+    remove_tree(raw.host)
+    raw.host.mkdir(parents=True)
+    member = f"{assemble.CAPI_DIR}/{binding.MODULE}"
+    return derive.swap_binding(first, member, module.host.read_bytes(), version, raw.host)
+
+
 def run(ctx: BuildContext, state: BuildState) -> Wheels:
-    raw, seconds = {}, {}
-    for version in ctx.plan.python:
-        started = time.monotonic()
-        raw[version] = wheel_for(ctx, state, version)
-        seconds[version] = round(time.monotonic() - started, 1)
-    return Wheels(raw=raw, times=PerPython("wheel_s", seconds, timed=len(ctx.plan.python) > 1))
+    """The first version's wheel by scikit-build-core, then every other version's side by side:
+    swapped from it, or (should scikit-build-core not have packed the binding verbatim) built the
+    same way."""
+    first_version = ctx.plan.python[0]
+    started = time.monotonic()
+    first = wheel_for(ctx, state, first_version)
+    seconds = {first_version: round(time.monotonic() - started, 1)}
+    swap = binding_member(first, ctx.layout.work.host / "stage")
+
+    def other(version: str) -> Path:
+        return swapped_wheel(ctx, state, version, first) if swap else wheel_for(ctx, state, version)
+
+    raw, more = ctx.each_python(ctx.plan.extra_python, other)
+    return Wheels(
+        raw={first_version: first, **raw},
+        times=PerPython("wheel_s", seconds | more, timed=len(ctx.plan.python) > 1),
+        swapped=tuple(raw) if swap else (),
+    )
 
 
 STEP = StepDef(run, reusable=True)

@@ -1,0 +1,174 @@
+"""Every CPython's wheel from the first one's packaging: the same files but the binding.
+
+The wheels of one build differ in one file, the binding compiled for each Python (the core is
+linked into it; every other member is byte-identical), and in the CPython tag. So scikit-build-core
+and auditwheel run for the root's own Python only, and each other version's wheel is made from
+that version's stripped binding and the first wheel:
+
+- ``swap_binding``: the raw wheel with the version's binding in place of the first one's, WHEEL's
+  tag and RECORD following: what scikit-build-core would make from a stage differing in that file.
+- ``derive``: the version's raw wheel made into what auditwheel made of the first one's, when
+  auditwheel only re-tagged that one (``retag_only``: no library grafted or patched) and the
+  version's libraries need exactly what the first one's need (``same_needs``: the sonames and
+  symbol versions auditwheel's policy is decided from). Applied to the first raw wheel it must
+  give back auditwheel's own wheel, member for member (``reproduces``), or nothing is derived.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..checks.elf import ElfNeeds, is_elf, read_needs
+from ..errors import PackageError
+from ..fsutil import atomic_file
+from .record import INTERMEDIATE_LEVEL, dist_info_dir, record_line
+
+# auditwheel's policies refuse some of zlib's symbols (its blacklist): a wheel needing libz is
+# always repaired by auditwheel itself.
+_BLACKLISTED = ("libz.so.1",)
+
+
+@dataclass(frozen=True)
+class Member:
+    info: zipfile.ZipInfo
+    data: bytes
+
+
+def python_tag(wheel_name: str) -> str:
+    """``cp313`` of ``onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl``."""
+    parts = wheel_name[: -len(".whl")].split("-")
+    if len(parts) < 5 or parts[-3] != parts[-2] or not parts[-3].startswith("cp"):
+        raise PackageError(f"{wheel_name} is not a CPython-specific wheel", where=wheel_name, fix="rebuild it")
+    return parts[-3]
+
+
+def _retagged(text: str, old: str, new: str) -> str:
+    return text.replace(f"-{old}-{old}-", f"-{new}-{new}-").replace(f" {old}-{old}-", f" {new}-{new}-")
+
+
+def _read(wheel: Path) -> list[Member]:
+    with zipfile.ZipFile(wheel) as zf:
+        return [Member(info, zf.read(info.filename)) for info in zf.infolist()]
+
+
+def _write(dest: Path, members: list[Member]) -> Path:
+    with atomic_file(dest) as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zout:
+        for member in members:
+            zout.writestr(member.info, member.data, compresslevel=INTERMEDIATE_LEVEL)
+    return dest
+
+
+def _rerecorded(members: list[Member]) -> list[Member]:
+    """``members`` with RECORD's hashes recomputed, its lines in their order."""
+    dist_info = dist_info_dir([m.info.filename for m in members])
+    record_name = f"{dist_info}/RECORD"
+    data = {m.info.filename: m.data for m in members}
+    text = data[record_name].decode()
+    end = "\r\n" if "\r\n" in text else "\n"  # auditwheel writes RECORD as csv does, CRLF
+    lines = []
+    for line in text.splitlines():
+        name = line.rsplit(",", 2)[0]
+        if not line or name == record_name:
+            lines.append(line)
+        elif name not in data:
+            raise PackageError(f"RECORD names {name}, which the wheel lacks", fix="rebuild the wheel")
+        else:
+            lines.append(record_line(name, data[name]))
+    record = (end.join(lines) + end).encode()
+    return [Member(m.info, record) if m.info.filename == record_name else m for m in members]
+
+
+def swap_binding(first_raw: Path, member: str, binding: bytes, python: str, out_dir: Path) -> Path:
+    """``first_raw`` with ``binding`` as ``member`` and tagged for ``python`` (``3.11``), in ``out_dir``."""
+    old, new = python_tag(first_raw.name), f"cp{python.replace('.', '')}"
+    members = _read(first_raw)
+    if member not in {m.info.filename for m in members}:
+        raise PackageError(f"{first_raw.name} has no {member}", where=str(first_raw), fix="rebuild the wheel")
+    wheel_file = f"{dist_info_dir([m.info.filename for m in members])}/WHEEL"
+    swapped = [
+        Member(m.info, binding)
+        if m.info.filename == member
+        else Member(m.info, _retagged(m.data.decode(), old, new).encode())
+        if m.info.filename == wheel_file
+        else m
+        for m in members
+    ]
+    return _write(out_dir / _retagged(first_raw.name, old, new), _rerecorded(swapped))
+
+
+def needs(wheel: Path) -> dict[str, ElfNeeds]:
+    """What each ELF member asks of the system: its sonames and symbol versions."""
+    with zipfile.ZipFile(wheel) as zf:
+        return {
+            name: read_needs(data)
+            for name in zf.namelist()
+            if name.endswith(".so") or ".so." in name
+            if is_elf(data := zf.read(name))
+        }
+
+
+def same_needs(wheel: Path, first: Path) -> bool:
+    """Whether auditwheel would decide ``wheel`` as it decided ``first``: the same ELF members,
+    each needing the same libraries at the same symbol versions, none on its blacklist."""
+    mine, theirs = needs(wheel), needs(first)
+    blacklisted = any(lib in n.needed for n in mine.values() for lib in _BLACKLISTED)
+    return mine == theirs and not blacklisted
+
+
+def retag_only(raw: Path, repaired: Path) -> bool:
+    """Whether auditwheel left every file as it was (nothing grafted, patched or stripped) and
+    changed only the tags (WHEEL, RECORD, the file name)."""
+    before, after = _read(raw), _read(repaired)
+    dist_before = dist_info_dir([m.info.filename for m in before])
+    dist_after = dist_info_dir([m.info.filename for m in after])
+    tags = {f"{dist_before}/WHEEL", f"{dist_before}/RECORD", f"{dist_after}/WHEEL", f"{dist_after}/RECORD"}
+    # auditwheel also writes an entry for every directory: structure, no file
+    files_before = {m.info.filename: m.data for m in before if m.info.filename not in tags and not m.info.is_dir()}
+    files_after = {m.info.filename: m.data for m in after if m.info.filename not in tags and not m.info.is_dir()}
+    return dist_before == dist_after and files_before == files_after
+
+
+def _derived(raw: Path, first_repaired: Path) -> Iterator[Member]:
+    old, new = python_tag(first_repaired.name), python_tag(raw.name)
+    data = {m.info.filename: m.data for m in _read(raw) if not m.info.is_dir()}
+    template = _read(first_repaired)
+    dist_info = dist_info_dir([m.info.filename for m in template])
+    wheel_file, record_file = f"{dist_info}/WHEEL", f"{dist_info}/RECORD"
+    if set(data) != {m.info.filename for m in template if not m.info.is_dir()}:
+        raise PackageError(
+            f"{raw.name} does not hold the files {first_repaired.name} holds",
+            where=str(raw),
+            fix="rebuild: every version's wheel is made from the same package",
+        )
+    for m in template:
+        if m.info.is_dir() or m.info.filename == record_file:
+            yield m  # its directory entries; its RECORD's lines in their order (hashes redone after)
+        elif m.info.filename == wheel_file:
+            yield Member(m.info, _retagged(m.data.decode(), old, new).encode())
+        else:
+            yield Member(m.info, data[m.info.filename])
+
+
+def derive(raw: Path, first_repaired: Path, out_dir: Path) -> Path:
+    """``raw`` repaired as ``first_repaired`` was: its files in that wheel's order and zip
+    metadata, its WHEEL tags with this version's CPython, RECORD recomputed."""
+    name = _retagged(first_repaired.name, python_tag(first_repaired.name), python_tag(raw.name))
+    return _write(out_dir / name, _rerecorded(list(_derived(raw, first_repaired))))
+
+
+def reproduces(raw: Path, repaired: Path) -> bool:
+    """Whether ``derive`` applied to auditwheel's own input gives auditwheel's output: the same
+    members in the same order, with the same bytes, times and modes."""
+    try:
+        mine = _rerecorded(list(_derived(raw, repaired)))
+    except PackageError:
+        return False
+    theirs = _read(repaired)
+
+    def key(m: Member) -> tuple[object, ...]:
+        return (m.info.filename, m.info.date_time, m.info.external_attr, m.info.compress_type, m.data)
+
+    return [key(m) for m in mine] == [key(m) for m in theirs]
