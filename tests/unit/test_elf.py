@@ -14,7 +14,7 @@ from ortdist.checks import elf
 from ortdist.errors import PackageError
 from ortdist.toolchains import load_toolchain
 
-SHT_STRTAB, SHT_DYNAMIC, SHT_GNU_VERNEED = 3, 6, 0x6FFFFFFE
+SHT_STRTAB, SHT_DYNAMIC, SHT_GNU_VERNEED, SHT_DYNSYM = 3, 6, 0x6FFFFFFE, 11
 GLIBC_ONLY = {"libc.so.6": ("GLIBC_2.2.5", "GLIBC_2.14"), "libm.so.6": ("GLIBC_2.2.5",)}
 
 
@@ -25,8 +25,11 @@ def shared_object(
     *,
     wide: bool = True,
     order: str = "<",
+    imports: Sequence[str] = (),
+    exports: Sequence[str] = (),
 ) -> bytes:
-    """An ELF shared object with a .dynstr, a .dynamic (DT_NEEDED, DT_SONAME) and a .gnu.version_r."""
+    """An ELF shared object with a .dynstr, a .dynamic (DT_NEEDED, DT_SONAME), a .gnu.version_r and,
+    given symbols, a .dynsym (``imports`` undefined, ``exports`` defined in section 1)."""
     strings = bytearray(b"\0")
     offsets: dict[str, int] = {}
 
@@ -49,6 +52,11 @@ def shared_object(
         for at, name in enumerate(names):
             last = at == len(names) - 1
             verneed += struct.pack(f"{order}IHHII", 0, 0, 2 + at, string(name), 0 if last else 16)
+    symbol = f"{order}IBBHQQ" if wide else f"{order}IIIBBH"
+    dynsym = bytes(struct.calcsize(symbol))  # the null symbol
+    for name, section in [*((n, 0) for n in imports), *((n, 1) for n in exports)]:
+        fields = (string(name), 0x12, 0, section, 0, 0) if wide else (string(name), 0, 0, 0x12, 0, section)
+        dynsym += struct.pack(symbol, *fields)
     header_size = 64 if wide else 52
     # One program header, PT_GNU_STACK without PF_X: a library as the portable toolchain links it.
     if wide:
@@ -56,11 +64,13 @@ def shared_object(
     else:
         program = struct.pack(f"{order}IIIIIIII", 0x6474E551, 0, 0, 0, 0, 0, 6, 16)
     start = header_size + len(program)
-    body = bytes(strings) + dynamic + verneed
+    body = bytes(strings) + dynamic + verneed + dynsym
     shoff = start + len(body)
     sections = [(0, 0, 0, 0, 0), (SHT_STRTAB, start, len(strings), 0, 0)]
     sections.append((SHT_DYNAMIC, start + len(strings), len(dynamic), 1, 0))
     sections.append((SHT_GNU_VERNEED, start + len(strings) + len(dynamic), len(verneed), 1, len(files)))
+    if imports or exports:
+        sections.append((SHT_DYNSYM, start + len(strings) + len(dynamic) + len(verneed), len(dynsym), 1, 1))
     ident = b"\x7fELF" + bytes([2 if wide else 1, 1 if order == "<" else 2, 1]) + bytes(9)
     if wide:
         fields = (3, 62, 1, 0, header_size, shoff, 0, 64, 56, 1, 64, len(sections), 0)

@@ -5,7 +5,10 @@ import dataclasses
 import hashlib
 import json
 import zipfile
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +18,7 @@ from ortdist.patches import read_series
 from ortdist.plan import BuildPlan, make_plan
 from ortdist.recipe import load_recipe
 from ortdist.toolchains import load_toolchain
+from ortdist.wheel import record
 from ortdist.wheel.record import add_to_dist_info
 
 
@@ -288,3 +292,52 @@ def test_the_last_write_of_a_wheel_compresses_every_member_at_the_best_level(tmp
         assert zf.read("pkg/lib.so") == body
     best = zlib.compressobj(9, zlib.DEFLATED, -15)
     assert after == len(best.compress(body) + best.flush()) < before
+
+
+def test_a_large_member_every_wheel_carries_is_compressed_once_to_the_bytes_zlib_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every version's wheel carries the same core library: its level-9 stream is made once (the
+    second wheel waits for the first), and a zip written so is the bytes plain zipfile writes."""
+    core = bytes(range(256)) * (record.SHARED_AT // 256 + 1)
+    made: list[int] = []
+    real = zlib.compressobj
+
+    class Counting:
+        def __init__(self, level: int, *args: int) -> None:
+            self.inner = real(level, *args)
+
+        def compress(self, data: bytes) -> bytes:
+            if len(data) >= record.SHARED_AT:
+                made.append(len(data))
+            return self.inner.compress(data)
+
+        def flush(self) -> bytes:
+            return self.inner.flush()
+
+    def counting(level: int, *args: int) -> Any:
+        return Counting(level, *args)
+
+    wheels = []
+    for python in ("cp310", "cp311"):
+        (tmp_path / python).mkdir()
+        wheel = _wheel(tmp_path / python / f"pkg-1.0-{python}-{python}-linux_x86_64.whl")
+        with zipfile.ZipFile(wheel, "a") as zf:
+            zf.writestr("pkg/libcore.so", core, compress_type=zipfile.ZIP_DEFLATED)
+        wheels.append(wheel)
+    monkeypatch.setattr(record.zlib, "compressobj", counting)
+    monkeypatch.setattr(record, "_COMPRESSED", record._Compressed())
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda w: add_to_dist_info(w, {"sboms/ortdist.cdx.json": b"{}\n"}, 1741221472), wheels))
+    assert made == [len(core)]  # once, for two wheels
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as zf:
+            assert zf.read("pkg/libcore.so") == core
+    monkeypatch.undo()
+    written = []
+    for kind in (zipfile.ZipFile, record._SharingZipFile):
+        out = tmp_path / f"{kind.__name__}.zip"
+        with kind(out, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(zipfile.ZipInfo("pkg/libcore.so", (2024, 1, 1, 0, 0, 0)), core, compresslevel=9)
+        written.append(out.read_bytes())
+    assert written[0] == written[1]

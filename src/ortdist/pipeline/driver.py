@@ -198,16 +198,18 @@ def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, StepDef]
     if unknown:
         raise BuildError(f"internal: the plan names step {unknown[0]!r}, which the pipeline does not have")
     records = reuse.StepRecords(ctx.layout.recipe_work / "steps")
-    inputs = build_inputs(ctx)
+    base = inputs = build_inputs(ctx)
     for name in ctx.plan.steps:
         step = steps[name]
         with log.step(name):
             started = time.monotonic()
-            key = reuse.chain(inputs, name)
+            # A step that says what it depends on is keyed by that (and ortdist, plan and recipe).
+            key = reuse.chain(base, name, step.inputs(ctx, state)) if step.inputs else reuse.chain(inputs, name)
             found = records.reusable(name, key) if ctx.reuse and step.reusable else None
             if found is not None:
+                said = "what it checks is unchanged" if step.inputs else "inputs unchanged"
                 log.info(
-                    f"{name}: inputs unchanged since {found.manifest()['recorded_at']}; "
+                    f"{name}: {said} since {found.manifest()['recorded_at']}; "
                     f"reusing its outputs (it took {found.seconds:.1f} s then)"
                 )
                 output = found.output

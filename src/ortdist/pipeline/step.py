@@ -16,17 +16,21 @@ from .state import BuildState
 
 Run = Callable[[BuildContext, BuildState], StepOutput]
 Fingerprint = Callable[[BuildContext, StepOutput], str]
+Inputs = Callable[[BuildContext, BuildState], str]
 
 
 @dataclass(frozen=True)
 class StepDef:
     """One build step: its run function; whether a rerun whose inputs digest is unchanged may take
     its recorded outputs (a packaging step: its outputs are only files made from earlier outputs);
-    and what of its work the steps after it see (``fingerprint``; default: its output and files)."""
+    and what of its work the steps after it see (``fingerprint``; default: its output and files).
+    ``inputs``: what a reusable step's result depends on, when that is less than every step before
+    it (the compat step: what the artefacts present to an older system, not their every byte)."""
 
     run: Run
     reusable: bool = False
     fingerprint: Fingerprint | None = None
+    inputs: Inputs | None = None
 
     def fingerprint_of(self, ctx: BuildContext, output: StepOutput) -> str:
         if self.fingerprint is not None:

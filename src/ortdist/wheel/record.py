@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import threading
 import time
 import zipfile
+import zlib
 from collections.abc import Mapping
+from concurrent.futures import Future
 from pathlib import Path
+from typing import IO, Any
 
 from ..errors import PackageError
 from ..fsutil import atomic_file
@@ -39,6 +43,61 @@ COMPRESSLEVEL = 9
 INTERMEDIATE_LEVEL = 0
 
 
+# A member at least this large is compressed once per content for every wheel of the run (the
+# core library every version's wheel carries): level 9 costs about 2 s for each 20 MB.
+SHARED_AT = 1 << 20
+
+
+class _Compressed:
+    """Level-9 deflate streams of large members by content, made once for every wheel a build
+    writes (the versions' wheels are repaired side by side: a second asker waits for the first)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._streams: dict[tuple[int, str], Future[bytes]] = {}
+
+    def stream(self, data: bytes, level: int) -> bytes:
+        key = (level, hashlib.sha256(data).hexdigest())
+        with self._lock:
+            found = self._streams.get(key)
+            mine = found is None
+            if found is None:
+                found = self._streams[key] = Future()
+        if mine:
+            compressor = zlib.compressobj(level, zlib.DEFLATED, -15)  # what zipfile's deflate makes
+            found.set_result(compressor.compress(data) + compressor.flush())
+        return found.result()
+
+
+_COMPRESSED = _Compressed()
+
+
+class _Deferred:
+    """zipfile's compressor for one member, handing the whole stream over at flush (zipfile writes
+    a member's bytes in one call): the same bytes zlib makes, shared between wheels."""
+
+    def __init__(self, level: int) -> None:
+        self.level, self.data = level, bytearray()
+
+    def compress(self, data: bytes) -> bytes:
+        self.data += data
+        return b""
+
+    def flush(self) -> bytes:
+        return _COMPRESSED.stream(bytes(self.data), self.level)
+
+
+class _SharingZipFile(zipfile.ZipFile):
+    """A ZipFile whose large deflated members come from ``_COMPRESSED``."""
+
+    def _open_to_write(self, zinfo: zipfile.ZipInfo, force_zip64: bool = False) -> IO[bytes]:
+        dest: Any = super()._open_to_write(zinfo, force_zip64)  # type: ignore[misc]
+        level = getattr(zinfo, "_compresslevel", None)
+        if zinfo.compress_type == zipfile.ZIP_DEFLATED and level is not None and zinfo.file_size >= SHARED_AT:
+            dest._compressor = _Deferred(level)
+        return dest  # type: ignore[no-any-return]
+
+
 def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> None:
     """Add ``files`` (paths relative to the .dist-info directory) to ``wheel`` in place, every
     member recompressed at COMPRESSLEVEL (this is the last write of a repaired wheel)."""
@@ -51,7 +110,7 @@ def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> Non
         clash = [n for n in added if n in {i.filename for i in infos}]
         if clash:
             raise PackageError(f"{wheel.name} already has {clash}", where=str(wheel), fix="rebuild the wheel")
-        with atomic_file(wheel) as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zout:
+        with atomic_file(wheel) as raw, _SharingZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zout:
             for info in infos:
                 if info.filename != record_name:
                     zout.writestr(info, zin.read(info.filename), compresslevel=COMPRESSLEVEL)

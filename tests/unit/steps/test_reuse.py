@@ -202,3 +202,34 @@ def test_cmakes_glob_check_that_ninja_runs_every_time_does_not_count_as_a_rebuil
         log.write("5\t9\t1795646493383723693\tlibonnxruntime.so\tabc\n")
     build(make_env, ran)
     assert "wheel" in ran
+
+
+def test_a_step_keyed_by_what_it_checks_is_reused_across_a_recompile_until_that_changes(make_env: MakeEnv) -> None:
+    """The compat step says what its proof depends on (the artefacts' interface to an older system):
+    a recompile that leaves that as it was reuses the proof, the steps around it run again; a
+    change to that interface, or to ortdist's plan, runs it again."""
+    ran: list[str] = []
+    env = make_env("cpu-linux", steps=STEPS)
+    interface = {"digest": "needs libc GLIBC_2.17, imports expf"}
+
+    def steps() -> dict[str, StepDef]:
+        real = counting_steps(env.ctx, ran)
+        return {**real, "check": dataclasses.replace(real["check"], inputs=lambda c, s: interface["digest"])}
+
+    def run() -> BuildState:
+        ran.clear()
+        return driver.run_steps(env.ctx, BuildState(), steps())
+
+    run()
+    with (env.ctx.layout.build.host / ".ninja_log").open("a") as log:
+        log.write("3\t4\t0\tlibonnxruntime.so\tdef\n")  # a recompile
+    second = run()
+    assert ran == ["toolchain", "source", "configure", "build", "wheel", "repair", "publish"]
+    assert set(second.reused) == {"check"}
+    interface["digest"] = "needs libc GLIBC_2.17, imports expf, logf"  # the code calls one more function
+    run()
+    assert "check" in ran
+    other = dataclasses.replace(env.ctx, plan=dataclasses.replace(env.plan, python=("3.13", "3.11")))
+    ran.clear()
+    driver.run_steps(other, BuildState(), steps())
+    assert "check" in ran  # another plan: ortdist's own inputs still key it

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ... import sources, wheelhouse
+from ...checks import interface
 from ...checks.c_smoke import c_smoke_cases, compare_case_outputs, write_case_inputs
 from ...checks.compat import (
     IN_ROOT_COMPAT,
@@ -356,4 +357,12 @@ def run(ctx: BuildContext, state: BuildState) -> Compat:
     return Compat(results=tuple(results))
 
 
-STEP = StepDef(run, reusable=True)
+def checked_interface(ctx: BuildContext, state: BuildState) -> str:
+    """What the checks depend on: the artefacts they run, as an older system sees them (each ELF's
+    needed libraries, symbol versions and imports; every other file's bytes). A change to ORT's
+    code that leaves all of that as it was reuses the proof; a new import, library or file reruns it."""
+    entries = ctx.plan.toolchain.compat_roots("system")
+    return interface.digest(sorted({what_to_check(ctx, state, compat) for compat in entries}))
+
+
+STEP = StepDef(run, reusable=True, inputs=checked_interface)

@@ -1,0 +1,90 @@
+"""What a build's artefacts present to the system they run on: for every ELF file the libraries
+it needs, the symbol versions it asks of them and each symbol it imports; every other file by
+its bytes. Equal between two builds, an older system sees the same thing: the compat step's
+proof of the earlier build stands for the later one (its code changed, not its interface)."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .elf import is_elf, read_needs
+
+_SHT_DYNSYM = 11
+# Files that only record the others (a wheel's RECORD hashes every file, the binding included).
+_DERIVED = (".dist-info/RECORD",)
+
+
+def imports(data: bytes) -> frozenset[str]:
+    """The undefined symbols of an ELF file's dynamic symbol table: what it takes from the libraries
+    it needs, and from the process (a Python binding's C API calls)."""
+    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
+    try:
+        if wide:
+            (shoff,) = struct.unpack_from(f"{order}Q", data, 0x28)
+            shentsize, shnum = struct.unpack_from(f"{order}HH", data, 0x3A)
+            section, symbol = f"{order}IIQQQQIIQQ", f"{order}IBBHQQ"
+        else:
+            (shoff,) = struct.unpack_from(f"{order}I", data, 0x20)
+            shentsize, shnum = struct.unpack_from(f"{order}HH", data, 0x2E)
+            section, symbol = f"{order}IIIIIIIIII", f"{order}IIIBBH"
+        headers = [struct.unpack_from(section, data, shoff + i * shentsize) for i in range(shnum)]
+        names: set[str] = set()
+        step = struct.calcsize(symbol)
+        for header in headers:
+            if header[1] != _SHT_DYNSYM:
+                continue
+            offset, size, link = header[4], header[5], header[6]
+            strings = headers[link][4]
+            for at in range(offset, offset + size - step + 1, step):
+                fields = struct.unpack_from(symbol, data, at)
+                name, shndx = fields[0], fields[3] if wide else fields[5]
+                if name and shndx == 0:
+                    end = data.index(b"\0", strings + name)
+                    names.add(data[strings + name : end].decode("utf-8", "replace"))
+    except (struct.error, ValueError, IndexError) as exc:
+        raise ValueError(f"malformed ELF: {exc}") from None
+    return frozenset(names)
+
+
+def _members(artefact: Path) -> Iterator[tuple[str, bytes]]:
+    if artefact.suffix == ".whl":
+        with zipfile.ZipFile(artefact) as zf:
+            for name in zf.namelist():
+                if not name.endswith("/"):
+                    yield name, zf.read(name)
+        return
+    with tarfile.open(artefact) as tar:
+        for member in tar.getmembers():
+            handle = tar.extractfile(member) if member.isfile() else None
+            if handle is not None:
+                yield member.name, handle.read()
+
+
+def describe(artefact: Path) -> Iterator[str]:
+    """One line per file of a wheel or .tar.gz archive: an ELF's interface, any other file's hash."""
+    for name, data in sorted(_members(artefact)):
+        if name.endswith(_DERIVED):
+            continue
+        if is_elf(data):
+            needs = read_needs(data)
+            versions = sorted(f"{lib}:{v}" for lib, names in needs.versions.items() for v in names)
+            yield f"{name} elf needed={','.join(needs.needed)} versions={','.join(versions)} " + ",".join(
+                sorted(imports(data))
+            )
+        else:
+            yield f"{name} sha256={hashlib.sha256(data).hexdigest()}"
+
+
+def digest(artefacts: list[Path]) -> str:
+    """One digest over ``describe`` of every artefact (by file name: a wheel's tag is part of it)."""
+    total = hashlib.sha256()
+    for artefact in artefacts:
+        total.update(f"{artefact.name}\n".encode())
+        for line in describe(artefact):
+            total.update(line.encode() + b"\n")
+    return total.hexdigest()
