@@ -203,8 +203,9 @@ def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, StepDef]
         step = steps[name]
         with log.step(name):
             started = time.monotonic()
+            chained = reuse.chain(inputs, name)  # every step before it: what the steps after it chain on
             # A step that says what it depends on is keyed by that (and ortdist, plan and recipe).
-            key = reuse.chain(base, name, step.inputs(ctx, state)) if step.inputs else reuse.chain(inputs, name)
+            key = reuse.chain(base, name, step.inputs(ctx, state)) if step.inputs else chained
             found = records.reusable(name, key) if ctx.reuse and step.reusable else None
             if found is not None:
                 said = "what it checks is unchanged" if step.inputs else "inputs unchanged"
@@ -221,7 +222,7 @@ def run_steps(ctx: BuildContext, state: BuildState, steps: Mapping[str, StepDef]
             state.timings[name] = round(time.monotonic() - started, 1)
             if found is None and step.reusable:
                 records.save(name, key, output, state.timings[name])
-            inputs = reuse.chain(key, step.fingerprint_of(ctx, output))
+            inputs = reuse.chain(chained, step.fingerprint_of(ctx, output))
     return state
 
 
