@@ -70,14 +70,16 @@ def describe(artefact: Path) -> Iterator[str]:
     for name, data in sorted(_members(artefact)):
         if name.endswith(_DERIVED):
             continue
-        if is_elf(data):
-            needs = read_needs(data)
-            versions = sorted(f"{lib}:{v}" for lib, names in needs.versions.items() for v in names)
-            yield f"{name} elf needed={','.join(needs.needed)} versions={','.join(versions)} " + ",".join(
-                sorted(imports(data))
-            )
-        else:
-            yield f"{name} sha256={hashlib.sha256(data).hexdigest()}"
+        try:
+            if is_elf(data):
+                needs = read_needs(data)
+                versions = sorted(f"{lib}:{v}" for lib, names in needs.versions.items() for v in names)
+                symbols = ",".join(sorted(imports(data)))
+                yield f"{name} elf needed={','.join(needs.needed)} versions={','.join(versions)} {symbols}"
+                continue
+        except ValueError:
+            pass  # an ELF the reader cannot follow counts by its bytes: any change reruns the check
+        yield f"{name} sha256={hashlib.sha256(data).hexdigest()}"
 
 
 def digest(artefacts: list[Path]) -> str:

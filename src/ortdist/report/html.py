@@ -265,7 +265,9 @@ def _compat(r: RecipeReport) -> str:
         else:
             providers = ", ".join(p.removesuffix("ExecutionProvider") for p in details.get("available_providers", []))
             what = f"{details.get('wheel', 'wheel')} on {details.get('python', '?')}: reference models on {providers}"
-        status = "pass" if c.get("ok") else "fail"
+        if c.get("not_run"):
+            what = f"not run: {c['not_run']}"
+        status = "pass" if c.get("ok") else "skip" if c.get("not_run") else "fail"
         rows.append(
             f"<tr class='{status}'><td>{_e(c.get('name'))}</td><td>Debian {_e(c.get('suite'))}</td>"
             f"<td>{_e(c.get('glibc'))}</td><td>{_e(what)}</td><td>{float(c.get('seconds', 0)):.1f} s</td>"

@@ -216,6 +216,19 @@ def failure(env: StepEnv) -> str:
     return message
 
 
+def test_a_python_that_build_python_left_out_is_said_not_run(make_env: MakeEnv) -> None:
+    """`ortdist build cpu-linux --python 3.13` (one wheel while iterating): bookworm runs the cp311
+    wheel, which was not built, so that root is not run and the manifest says why; the C check runs."""
+    env = ready(make_env("cpu-linux", python=("3.13",), python_not_built=("3.10", "3.11")), wheels=("3.13",))
+    out = compat.run(env.ctx, env.state)
+    assert env.toolchain.calls == [("compat", "bullseye-c", "bullseye")]
+    by_name = {r["name"]: r for r in out.manifest()["compat"]}
+    assert by_name["bullseye-c"]["ok"] is True
+    assert by_name["bookworm-wheel"]["ok"] is None
+    assert "build --python left out CPython 3.11" in by_name["bookworm-wheel"]["not_run"]
+    assert compat.checked_interface(env.ctx, env.state)  # keyed by the C library alone
+
+
 def test_a_library_resolved_elsewhere_fails_naming_the_root(make_env: MakeEnv) -> None:
     leaked = LDD.replace("/ortdist/library/lib/libonnxruntime.so.1", "/usr/lib/libonnxruntime.so.1")
     message = failure(ready(make_env("cpu-linux"), ldd=leaked))
