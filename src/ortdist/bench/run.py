@@ -65,6 +65,7 @@ class Bench:
         self.toolchain: Toolchain = make_toolchain(self.plan.toolchain)
         self.work = self.cache.root / "bench"
         self.last_steps: dict[str, float] = {}
+        self.last_compile: dict[str, float] = {}
         self.last_python_versions: dict[str, dict[str, float]] = {}
         self.last_reused: dict[str, Any] = {}
         # The same layout (source, deps, shims, compiler cache) a real build of the recipe uses.
@@ -90,6 +91,7 @@ class Bench:
         env = {**os.environ, **({"ORTDIST_COMPILER_CACHE_DIR": str(cold_cache)} if cold_cache else {})}
         seconds, manifest = self.build_recipe(self.recipe, self.work / "ours-dist", "ours-build.log", *extra, env=env)
         self.last_steps = dict(manifest["build_times_s"])
+        self.last_compile = dict(manifest.get("compile_command_s", {}))
         self.last_reused = dict(manifest.get("reused_steps", {}))
         self.last_python_versions = dict(manifest.get("python_versions", {}))
         return seconds
@@ -160,19 +162,27 @@ class Bench:
         treecheck.record(self.layout.source.host, source_exclude)
 
     def measure_build(self) -> dict[str, Any]:
-        for d in ("buildpy", "ours-dist", "cold-ccache-ours", "cold-ccache-buildpy"):
+        for d in ("buildpy", "ours-dist", "cold-ccache-ours", "cold-ccache-buildpy", "cold-ccache-one-python"):
             remove_tree(self.work / d)
         (self.work / "buildpy").mkdir(parents=True)
         ours_cache, their_cache = self.work / "cold-ccache-ours", self.work / "cold-ccache-buildpy"
-        ours_cache.mkdir(parents=True)
-        their_cache.mkdir(parents=True)
+        one_cache = self.work / "cold-ccache-one-python"
+        for cache in (ours_cache, their_cache, one_cache):
+            cache.mkdir(parents=True)
         figures: dict[str, Any] = {}
         # Make sure the sysroot and the patched source exist (cheap when they do): build.py runs
         # on exactly those, and neither driver's cold figure then includes creating them.
         self.ortdist_build()
         figures["buildpy_cold_s"] = self.buildpy("update", their_cache) + self.buildpy("build", their_cache)
+        if len(self.plan.python) > 1:
+            # What the extra CPythons cost, measured: the same cold build for the root's Python alone
+            # (the bindings compile inside the core's ninja run, so no step's time is theirs alone).
+            first = self.plan.python[0]
+            figures["ours_cold_one_python_s"] = self.ortdist_build("--fresh", "--python", first, cold_cache=one_cache)
+            figures["ours_cold_one_python_steps"] = self.last_steps
         figures["ours_cold_s"] = self.ortdist_build("--fresh", cold_cache=ours_cache)
         figures["ours_cold_steps"] = self.last_steps
+        figures["ours_cold_compile_command_s"] = self.last_compile
         figures["ours_cold_python_versions"] = self.last_python_versions
         figures.update(self.measure_rebuild())
         return figures
