@@ -250,3 +250,29 @@ def half(float_model: RealModel) -> RealModel:
 
 
 BUILDERS: dict[str, Callable[[], RealModel]] = {"resnet50": resnet, "bert_base": bert}
+
+
+def on_disk(base: Path) -> dict[str, tuple[Path, Path, str]]:
+    """Every model and its QDQ variant under ``base`` (made once per generator version):
+    name -> (model.onnx, inputs.npz, summary)."""
+    import onnx
+
+    from ..fsutil import remove_tree
+
+    made: dict[str, tuple[Path, Path, str]] = {}
+    for name, builder in BUILDERS.items():
+        names = (name, f"{name}_qdq")
+        if not all((base / n / "model.onnx").is_file() for n in names):
+            float_model = builder()
+            for variant in (float_model, quantized(float_model, base / "quantize")):
+                directory = base / variant.name
+                directory.mkdir(parents=True, exist_ok=True)
+                with (directory / "inputs.npz").open("wb") as fh:
+                    arrays: dict[str, Any] = dict(variant.inputs)
+                    np.savez(fh, **arrays)
+                (directory / "summary.txt").write_text(variant.summary, encoding="utf-8")
+                onnx.save(variant.model, str(directory / "model.onnx"))
+            remove_tree(base / "quantize")
+        for n in names:
+            made[n] = (base / n / "model.onnx", base / n / "inputs.npz", (base / n / "summary.txt").read_text())
+    return made

@@ -296,31 +296,10 @@ class Bench:
         return {"rounds": rounds, "runs": runs, "threads": 1, "models": table}
 
     def real_models(self) -> dict[str, tuple[Path, Path, str]]:
-        """The real-size models and their QDQ variants on disk (made once per generator version):
-        name -> (model.onnx, inputs.npz, summary)."""
-        import numpy as np
-        import onnx
-
+        """The real-size models and their QDQ variants on disk: name -> (model.onnx, inputs.npz, summary)."""
         from . import realsize
 
-        base = self.work / "realsize" / REALSIZE_VERSION
-        made: dict[str, tuple[Path, Path, str]] = {}
-        for name, builder in realsize.BUILDERS.items():
-            names = (name, f"{name}_qdq")
-            if not all((base / n / "model.onnx").is_file() for n in names):
-                float_model = builder()
-                for variant in (float_model, realsize.quantized(float_model, base / "quantize")):
-                    directory = base / variant.name
-                    directory.mkdir(parents=True, exist_ok=True)
-                    with (directory / "inputs.npz").open("wb") as fh:
-                        arrays: dict[str, Any] = dict(variant.inputs)
-                        np.savez(fh, **arrays)
-                    (directory / "summary.txt").write_text(variant.summary, encoding="utf-8")
-                    onnx.save(variant.model, str(directory / "model.onnx"))
-                remove_tree(base / "quantize")
-            for n in names:
-                made[n] = (base / n / "model.onnx", base / n / "inputs.npz", (base / n / "summary.txt").read_text())
-        return made
+        return realsize.on_disk(self.work / "realsize" / REALSIZE_VERSION)
 
     def latency_run(
         self, who: str, wheel: Path, models: dict[str, tuple[Path, Path, str]], plan: dict[str, Any]
