@@ -142,7 +142,11 @@ def run(ctx: BuildContext, state: BuildState) -> Repaired:
     first = auditwheel(ctx, state, first_version, raw[first_version], target_env)
     first_s = time.monotonic() - started
     # auditwheel changed nothing but tags, and the same change gives back its own wheel
-    faithful = derive.retag_only(raw[first_version], first) and derive.reproduces(raw[first_version], first)
+    faithful = (
+        bool(plan.extra_python)
+        and derive.retag_only(raw[first_version], first)
+        and derive.reproduces(raw[first_version], first)
+    )
     how: dict[str, str] = {first_version: "auditwheel"}
 
     def repaired(version: str) -> Path:

@@ -108,12 +108,15 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
     return record.retag(wheel, version) if sfx else wheel
 
 
-def binding_member(raw: Path, stage: Path) -> bool:
+def packed_verbatim(raw: Path, stage: Path) -> bool:
     """Whether scikit-build-core packed the staged binding as it was: then a wheel with another
     binding is the same wheel with that one member changed."""
     staged = stage / assemble.CAPI_DIR / binding.MODULE
     with zipfile.ZipFile(raw) as zf:
-        return zf.read(f"{assemble.CAPI_DIR}/{binding.MODULE}") == staged.read_bytes()
+        try:
+            return zf.read(f"{assemble.CAPI_DIR}/{binding.MODULE}") == staged.read_bytes()
+        except (KeyError, OSError):
+            return False
 
 
 def swapped_wheel(ctx: BuildContext, state: BuildState, version: str, first: Path) -> Path:
@@ -141,7 +144,7 @@ def run(ctx: BuildContext, state: BuildState) -> Wheels:
     started = time.monotonic()
     first = wheel_for(ctx, state, first_version)
     seconds = {first_version: round(time.monotonic() - started, 1)}
-    swap = binding_member(first, ctx.layout.work.host / "stage")
+    swap = bool(ctx.plan.extra_python) and packed_verbatim(first, ctx.layout.work.host / "stage")
 
     def other(version: str) -> Path:
         return swapped_wheel(ctx, state, version, first) if swap else wheel_for(ctx, state, version)
