@@ -51,15 +51,17 @@ def ready(env: StepEnv, members: dict[str, bytes] | None = None, platform: str |
     return env
 
 
-def auditwheel(platform: str) -> Callable[[Command], None]:
-    """Grafts a system library and gives the wheel the ``platform`` tag, like auditwheel repair."""
+def auditwheel(platform: str, graft: bool = True) -> Callable[[Command], None]:
+    """Gives the wheel the ``platform`` tag, like auditwheel repair, grafting a system library
+    into it (``graft``) or nothing (a wheel that needs none: cpu-linux's)."""
 
     def repair_wheel(cmd: Command) -> None:
         raw = host_of(cmd, cmd.argv[-1])
         with zipfile.ZipFile(raw) as zf:
             members = {n: zf.read(n) for n in zf.namelist() if ".dist-info/" not in n}
         stem = raw.name.rpartition("-linux_")[0]
-        make_wheel(host_of(cmd, arg_after(cmd, "--wheel-dir")), f"{stem}-{platform}.whl", {**members, GRAFT: b"gomp"})
+        grafted = {GRAFT: b"gomp"} if graft else {}
+        make_wheel(host_of(cmd, arg_after(cmd, "--wheel-dir")), f"{stem}-{platform}.whl", {**members, **grafted})
 
     return repair_wheel
 
@@ -248,24 +250,11 @@ def test_a_cuda_wheel_may_need_libgcc_s_and_the_cuda_runtime(make_env: MakeEnv) 
     assert "needs libgcc_s.so.1" in str(info.value)  # cpu-linux links libgcc statically
 
 
-def retag_only(platform: str) -> Callable[[Command], None]:
-    """auditwheel for a wheel it needs to graft nothing into: the same files, the platform tag."""
-
-    def repair_wheel(cmd: Command) -> None:
-        raw = host_of(cmd, cmd.argv[-1])
-        with zipfile.ZipFile(raw) as zf:
-            members = {n: zf.read(n) for n in zf.namelist() if ".dist-info/" not in n}
-        stem = raw.name.rpartition("-linux_")[0]
-        make_wheel(host_of(cmd, arg_after(cmd, "--wheel-dir")), f"{stem}-{platform}.whl", members)
-
-    return repair_wheel
-
-
 def test_auditwheel_runs_once_when_it_only_retags_and_every_binding_needs_the_same(make_env: MakeEnv) -> None:
     """cpu-linux grafts nothing: auditwheel repairs the first version's wheel, the others are that
     repair applied to their own files, each still checked against the promise and given an SBOM."""
     env = ready(make_env("cpu-linux", python=("3.13", "3.11", "3.12")), members={BINDING: shared_object()})
-    env.runner.on("auditwheel repair", retag_only(PORTABLE_TAG))
+    env.runner.on("auditwheel repair", auditwheel(PORTABLE_TAG, graft=False))
     out = repair.run(env.ctx, env.state)
     (only,) = env.matching("auditwheel repair")
     assert only.argv[-1] == "/ortdist/work/wheel/raw/onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl"
@@ -282,7 +271,7 @@ def test_a_version_whose_binding_needs_more_is_repaired_by_auditwheel(make_env: 
     other = env.state.get(Wheels).raw["3.11"]
     other.unlink()
     make_wheel(other.parent, other.name, {BINDING: newer})
-    env.runner.on("auditwheel repair", retag_only(PORTABLE_TAG))
+    env.runner.on("auditwheel repair", auditwheel(PORTABLE_TAG, graft=False))
     out = repair.run(env.ctx, env.state)
     assert len(env.matching("auditwheel repair")) == 2
     assert out.manifest() == {"repair": {"3.13": "auditwheel", "3.11": "auditwheel"}}
