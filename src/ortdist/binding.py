@@ -7,7 +7,7 @@ exact compile and link commands ninja would run for the binding are taken from t
 (``ninja -t commands``), the header directories of the root's Python are swapped for the other
 version's, and written as a small ninja file per version whose outputs go to a directory of its
 own. A top file includes CMake's ``build.ninja`` and every version's file, so one ninja run
-builds the core and every binding: the bindings compile while the core's long links run.
+builds the core and every binding (no second run waiting for the core's last link).
 """
 
 from __future__ import annotations

@@ -162,13 +162,11 @@ class Bench:
         treecheck.record(self.layout.source.host, source_exclude)
 
     def measure_build(self) -> dict[str, Any]:
-        for d in ("buildpy", "ours-dist", "cold-ccache-ours", "cold-ccache-buildpy", "cold-ccache-one-python"):
-            remove_tree(self.work / d)
-        (self.work / "buildpy").mkdir(parents=True)
-        ours_cache, their_cache = self.work / "cold-ccache-ours", self.work / "cold-ccache-buildpy"
-        one_cache = self.work / "cold-ccache-one-python"
-        for cache in (ours_cache, their_cache, one_cache):
-            cache.mkdir(parents=True)
+        ours_cache, their_cache, one_cache = (self.work / f"cold-ccache-{d}" for d in ("ours", "buildpy", "one-python"))
+        remove_tree(self.work / "ours-dist")
+        for d in (self.work / "buildpy", ours_cache, their_cache, one_cache):
+            remove_tree(d)
+            d.mkdir(parents=True)
         figures: dict[str, Any] = {}
         # Make sure the sysroot and the patched source exist (cheap when they do): build.py runs
         # on exactly those, and neither driver's cold figure then includes creating them.

@@ -13,7 +13,8 @@ import fnmatch
 import re
 import struct
 import tarfile
-from collections.abc import Iterable, Mapping
+import zipfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -69,9 +70,9 @@ def interpreter(data: bytes) -> str:
     return ""
 
 
-def read_needs(data: bytes) -> ElfNeeds:
-    """The dynamic needs of an ELF file's bytes (a static archive member or an executable without a
-    dynamic section needs nothing). Raises ValueError for bytes that are not a well-formed ELF."""
+def sections(data: bytes) -> tuple[bool, str, list[tuple[int, int, int, int, int]]]:
+    """Whether an ELF file is 64-bit, its byte order (struct's "<" or ">"), and (type, offset,
+    size, link, info) of every section header. Raises ValueError for bytes that are not an ELF."""
     if not is_elf(data) or len(data) < 52:
         raise ValueError("not an ELF file")
     wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
@@ -84,11 +85,20 @@ def read_needs(data: bytes) -> ElfNeeds:
             (shoff,) = struct.unpack_from(f"{order}I", data, 0x20)
             shentsize, shnum = struct.unpack_from(f"{order}HH", data, 0x2E)
             section = f"{order}IIIIIIIIII"
-        # (type, offset, size, link, info) of every section header
         headers = []
         for index in range(shnum):
             fields = struct.unpack_from(section, data, shoff + index * shentsize)
             headers.append((fields[1], fields[4], fields[5], fields[6], fields[7]))
+    except struct.error as exc:
+        raise ValueError(f"malformed ELF: {exc}") from None
+    return wide, order, headers
+
+
+def read_needs(data: bytes) -> ElfNeeds:
+    """The dynamic needs of an ELF file's bytes (a static archive member or an executable without a
+    dynamic section needs nothing). Raises ValueError for bytes that are not a well-formed ELF."""
+    wide, order, headers = sections(data)
+    try:
         needed: list[str] = []
         soname = None
         versions: dict[str, set[str]] = {}
@@ -197,17 +207,25 @@ def violations(members: Iterable[tuple[str, bytes]], policy: ElfPolicy) -> list[
     return problems
 
 
+def artifact_files(artifact: Path, wanted: Callable[[str], bool] = lambda _: True) -> list[tuple[str, bytes]]:
+    """The files of a wheel or a .tar.gz archive whose member names are ``wanted``, by name."""
+    if artifact.suffix == ".whl":
+        with zipfile.ZipFile(artifact) as zf:
+            return [(n, zf.read(n)) for n in zf.namelist() if not n.endswith("/") and wanted(n)]
+    with tarfile.open(artifact) as tar:
+        found = []
+        for member in tar.getmembers():
+            handle = tar.extractfile(member) if member.isfile() and wanted(member.name) else None
+            if handle is not None:
+                found.append((member.name, handle.read()))
+        return found
+
+
 def artifact_libraries(artifact: Path) -> list[tuple[str, bytes]]:
     """Every shared object a wheel or a .tar.gz archive carries, by its member name."""
     if artifact.suffix == ".whl":
         return wheel_libraries(artifact)
-    with tarfile.open(artifact) as tar:
-        found = []
-        for member in tar.getmembers():
-            handle = tar.extractfile(member) if member.isfile() and ".so" in member.name else None
-            if handle is not None:
-                found.append((member.name, handle.read()))
-        return found
+    return artifact_files(artifact, lambda name: ".so" in name)
 
 
 def needs_summary(members: Iterable[tuple[str, bytes]]) -> dict[str, Any]:

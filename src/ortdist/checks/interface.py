@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import tarfile
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .elf import is_elf, read_needs
+from .elf import artifact_files, is_elf, read_needs, sections
 
 _SHT_DYNSYM = 11
 # Files that only record the others (a wheel's RECORD hashes every file, the binding included).
@@ -22,24 +20,15 @@ _DERIVED = (".dist-info/RECORD",)
 def imports(data: bytes) -> frozenset[str]:
     """The undefined symbols of an ELF file's dynamic symbol table: what it takes from the libraries
     it needs, and from the process (a Python binding's C API calls)."""
-    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
+    wide, order, headers = sections(data)
+    symbol = f"{order}IBBHQQ" if wide else f"{order}IIIBBH"
     try:
-        if wide:
-            (shoff,) = struct.unpack_from(f"{order}Q", data, 0x28)
-            shentsize, shnum = struct.unpack_from(f"{order}HH", data, 0x3A)
-            section, symbol = f"{order}IIQQQQIIQQ", f"{order}IBBHQQ"
-        else:
-            (shoff,) = struct.unpack_from(f"{order}I", data, 0x20)
-            shentsize, shnum = struct.unpack_from(f"{order}HH", data, 0x2E)
-            section, symbol = f"{order}IIIIIIIIII", f"{order}IIIBBH"
-        headers = [struct.unpack_from(section, data, shoff + i * shentsize) for i in range(shnum)]
         names: set[str] = set()
         step = struct.calcsize(symbol)
-        for header in headers:
-            if header[1] != _SHT_DYNSYM:
+        for kind, offset, size, link, _ in headers:
+            if kind != _SHT_DYNSYM:
                 continue
-            offset, size, link = header[4], header[5], header[6]
-            strings = headers[link][4]
+            strings = headers[link][1]
             for at in range(offset, offset + size - step + 1, step):
                 fields = struct.unpack_from(symbol, data, at)
                 name, shndx = fields[0], fields[3] if wide else fields[5]
@@ -51,23 +40,9 @@ def imports(data: bytes) -> frozenset[str]:
     return frozenset(names)
 
 
-def _members(artefact: Path) -> Iterator[tuple[str, bytes]]:
-    if artefact.suffix == ".whl":
-        with zipfile.ZipFile(artefact) as zf:
-            for name in zf.namelist():
-                if not name.endswith("/"):
-                    yield name, zf.read(name)
-        return
-    with tarfile.open(artefact) as tar:
-        for member in tar.getmembers():
-            handle = tar.extractfile(member) if member.isfile() else None
-            if handle is not None:
-                yield member.name, handle.read()
-
-
 def describe(artefact: Path) -> Iterator[str]:
     """One line per file of a wheel or .tar.gz archive: an ELF's interface, any other file's hash."""
-    for name, data in sorted(_members(artefact)):
+    for name, data in sorted(artifact_files(artefact)):
         if name.endswith(_DERIVED):
             continue
         try:

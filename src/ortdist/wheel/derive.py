@@ -25,6 +25,7 @@ from ..checks.elf import ElfNeeds, is_elf, read_needs
 from ..errors import PackageError
 from ..fsutil import atomic_file
 from .record import INTERMEDIATE_LEVEL, dist_info_dir, record_line
+from .repair import wheel_libraries
 
 # auditwheel's policies refuse some of zlib's symbols (its blacklist): a wheel needing libz is
 # always repaired by auditwheel itself.
@@ -101,13 +102,7 @@ def swap_binding(first_raw: Path, member: str, binding: bytes, python: str, out_
 
 def needs(wheel: Path) -> dict[str, ElfNeeds]:
     """What each ELF member asks of the system: its sonames and symbol versions."""
-    with zipfile.ZipFile(wheel) as zf:
-        return {
-            name: read_needs(data)
-            for name in zf.namelist()
-            if name.endswith(".so") or ".so." in name
-            if is_elf(data := zf.read(name))
-        }
+    return {name: read_needs(data) for name, data in wheel_libraries(wheel) if is_elf(data)}
 
 
 def same_needs(wheel: Path, first: Path) -> bool:

@@ -12,23 +12,27 @@ from ...errors import BuildError
 from ...inroot import python_layout
 from .. import reuse
 from ..context import BuildContext
-from ..layout import StepOutput
+from ..layout import Place, StepOutput
 from ..state import Bindings, BuildState, Compiled, PerPython
 from ..step import StepDef, ninja_state
 
 
+def place(ctx: BuildContext, version: str) -> Place:
+    """Where a version's ninja file, objects and module go."""
+    return ctx.layout.work / f"binding-{version}"
+
+
 def out_dir(ctx: BuildContext, version: str) -> str:
-    """Where a version's objects and module go, as the build root sees it."""
-    return str(ctx.layout.work.inside / f"binding-{version}")
+    return str(place(ctx, version).inside)
 
 
 def module(ctx: BuildContext, version: str) -> Path:
-    return ctx.layout.work.host / f"binding-{version}" / binding.MODULE
+    return place(ctx, version).host / binding.MODULE
 
 
 def write_graph(ctx: BuildContext, state: BuildState) -> str:
     """Every extra version's ninja file and the top file over them and CMake's graph (in the
-    build tree, ``binding.TOP``): one ninja run, so no core idles while a long link runs alone.
+    build tree, ``binding.TOP``): one ninja run, the bindings scheduled with the core's own work.
     Returns the top file's name; needs the configured tree (``ninja -t commands`` reads its graph)."""
     build = ctx.layout.build
     main = binding.main_build_headers((build.host / "CMakeCache.txt").read_text(encoding="utf-8"))
@@ -40,7 +44,7 @@ def write_graph(ctx: BuildContext, state: BuildState) -> str:
     files, modules = [], []
     for version in ctx.plan.extra_python:
         layout = python_layout(version)
-        out = ctx.layout.work / f"binding-{version}"
+        out = place(ctx, version)
         out.host.mkdir(parents=True, exist_ok=True)
         headers = binding.Headers(
             python=layout["include"], numpy=layout["numpy_include"], extra=(layout["multiarch_include"],)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ NOT_RUN = (
 )
 
 
-def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) -> dict[str, Any]:
+def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path, roots: CheckRoots) -> dict[str, Any]:
     """The probe's result for one wheel; a failure is a CheckError naming each problem."""
     plan, sfx = ctx.plan, suffix(ctx, python)
     check = ctx.layout.work.host / f"check{sfx}"
@@ -60,13 +61,9 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
             Bind(check, IN_ROOT / "check"),
             Bind(venv, IN_ROOT / "venv"),
         ]
-        if cross:
-            # The target's own CPython, under the emulator, from a root with nothing but that
-            # Python: a library the wheel forgot to bundle fails the import, as natively.
-            clean_target = ctx.toolchain.ensure_clean_target_root(ctx.cache, state.roots.build, plan.target.triple, out)
-            check_root, binds = state.roots.build, [*binds, Bind(clean_target, IN_ROOT_TARGET, read_only=True)]
-        else:
-            check_root = ctx.toolchain.ensure_clean_root(ctx.cache, out)
+        check_root = roots.root
+        if roots.target is not None:
+            binds.append(Bind(roots.target, IN_ROOT_TARGET, read_only=True))
         overlay = state.roots.pythons.get(python)
         interpreter = f"python{python}"  # the (target) root's own
         if overlay is not None:  # another CPython, unpacked
@@ -108,13 +105,24 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path) ->
     return result
 
 
-def check_roots(ctx: BuildContext, state: BuildState) -> None:
-    """The roots every check runs in, made before the checks run side by side (one maker each)."""
+@dataclass(frozen=True)
+class CheckRoots:
+    """Where every version's check runs: the clean root; a cross target's, the build root with
+    the target's bare Python root bound at /ortdist/target (``target``)."""
+
+    root: Path
+    target: Path | None = None
+
+
+def check_roots(ctx: BuildContext, state: BuildState) -> CheckRoots:
+    """The roots every check runs in, made (or verified) once, before the checks run side by side."""
     with ctx.open_log("check-roots") as out:
         if ctx.cross:
-            ctx.toolchain.ensure_clean_target_root(ctx.cache, state.roots.build, ctx.plan.target.triple, out)
-        else:
-            ctx.toolchain.ensure_clean_root(ctx.cache, out)
+            # The target's own CPython, under the emulator, from a root with nothing but that
+            # Python: a library the wheel forgot to bundle fails the import, as natively.
+            target = ctx.toolchain.ensure_clean_target_root(ctx.cache, state.roots.build, ctx.plan.target.triple, out)
+            return CheckRoots(state.roots.build, target)
+        return CheckRoots(ctx.toolchain.ensure_clean_root(ctx.cache, out))
 
 
 def run(ctx: BuildContext, state: BuildState) -> Checks:
@@ -122,9 +130,9 @@ def run(ctx: BuildContext, state: BuildState) -> Checks:
     plan, wheels = ctx.plan, state.get(Repaired).wheels
     main: dict[str, Any] = {}
     others: dict[str, Any] = {}
-    check_roots(ctx, state)
+    roots = check_roots(ctx, state)
     runs = [python for python in plan.python if python not in plan.python_not_run]
-    results, seconds = ctx.each_python(runs, lambda python: check_one(ctx, state, python, wheels[python]))
+    results, seconds = ctx.each_python(runs, lambda python: check_one(ctx, state, python, wheels[python], roots))
     for python in plan.python:
         if python not in results:
             # Its ELF files were checked by repair against the glibc promise; nothing here runs it.
