@@ -5,6 +5,8 @@ pip inside a root fails the TLS check here, so every wheel a root needs is fetch
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 
 from . import run
 from .errors import OrtdistError, ToolchainError
-from .fsutil import remove_tree, sha256_file
+from .fsutil import atomic_file, remove_tree, sha256_file
 
 
 def wheelhouse_argvs(
@@ -35,10 +37,20 @@ def fill(
     what: str = "downloading wheels",
 ) -> None:
     """``house`` holds ``requirements`` for CPython ``python`` on ``arch``: from what it has (no
-    network), else from PyPI. ``capture`` runs an argv (run.capture, or a step's runner over it)."""
+    network), else from PyPI. ``capture`` runs an argv (run.capture, or a step's runner over it).
+    A fill that succeeded is remembered with the wheels it found: while they are all there, the
+    same fill asks pip nothing (every wheel's check fills its house: a pip run of about 1 s)."""
+    marker = house / ".filled" / hashlib.sha256(json.dumps([python, arch, sorted(requirements)]).encode()).hexdigest()
+    try:
+        if all((house / name).is_file() for name in json.loads(marker.read_text(encoding="utf-8"))):
+            return
+    except (OSError, ValueError):
+        pass
     offline, online = wheelhouse_argvs(house, python, requirements, arch)
     if capture(offline, check=False).returncode != 0:
         capture(online, error=error, what=what)
+    with atomic_file(marker, "w") as out:
+        out.write(json.dumps(sorted(p.name for p in house.glob("*.whl"))))
 
 
 def pip_download_argv(dest: Path, python: str, requirements: Sequence[str], arch: str = "x86_64") -> list[str]:

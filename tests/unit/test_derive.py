@@ -121,3 +121,47 @@ def test_a_binding_is_swapped_into_the_first_wheel_with_its_tag(tmp_path: Path) 
     assert members(made) == members(raw(tmp_path / "expected", "3.11", b"binding for 3.11"))
     with pytest.raises(PackageError, match=r"has no onnxruntime/capi/other\.so"):
         derive.swap_binding(first_raw, "onnxruntime/capi/other.so", b"", "3.11", tmp_path / "x")
+
+
+def test_the_last_repair_is_kept_for_a_raw_wheel_auditwheel_would_repair_the_same(tmp_path: Path) -> None:
+    """The patch loop: the same files, the libraries rebuilt with the same needs (and a non-ELF
+    file edited), under the same repair: every wheel is derived from the kept one, and is what
+    auditwheel itself makes of the new raw wheel."""
+    kept = derive.Kept(tmp_path / "kept")
+    before = raw(tmp_path / "before", "3.13", shared_object() + b"binding, before the change")
+    kept.keep("key", before, auditwheel(before, tmp_path / "repaired-before"))
+    after = make_wheel(
+        tmp_path / "after",
+        before.name,
+        {
+            "onnxruntime/__init__.py": b"# edited",
+            BINDING: shared_object() + b"binding, after",
+            SHARED: shared_object(("libc.so.6",)),
+        },
+    )
+    template = kept.matching("key", after)
+    assert template is not None
+    made = derive.derive(after, template, tmp_path / "derived")
+    assert members(made) == members(auditwheel(after, tmp_path / "auditwheel-after"))
+    assert kept.matching("another key", after) is None  # other auditwheel arguments, root or code
+    other_python = raw(tmp_path / "other", "3.11", shared_object() + b"binding, before the change")
+    assert kept.matching("key", other_python) is None  # kept for the first version only
+
+
+def test_a_raw_wheel_auditwheel_might_repair_otherwise_runs_auditwheel(tmp_path: Path) -> None:
+    kept = derive.Kept(tmp_path / "kept")
+    before = raw(tmp_path / "before", "3.13", shared_object())
+    kept.keep("key", before, auditwheel(before, tmp_path / "repaired-before"))
+    newer = shared_object(versions={"libc.so.6": ("GLIBC_2.2.5", "GLIBC_2.28"), "libm.so.6": ("GLIBC_2.2.5",)})
+    assert kept.matching("key", raw(tmp_path / "newer", "3.13", newer)) is None
+    more = {
+        "onnxruntime/__init__.py": b"",
+        "onnxruntime/new.py": b"",
+        BINDING: shared_object(),
+        SHARED: shared_object(("libc.so.6",)),
+    }
+    assert kept.matching("key", make_wheel(tmp_path / "more", before.name, more)) is None
+    (tmp_path / "kept" / "kept.json").write_text("{half written")
+    assert kept.matching("key", before) is None
+    kept.forget()
+    assert not (tmp_path / "kept").exists() and kept.matching("key", before) is None

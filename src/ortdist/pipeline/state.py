@@ -163,7 +163,7 @@ class Wheels(StepOutput):
 class Repaired(StepOutput):
     wheels: Mapping[str, Path]  # version -> the repaired wheel, SBOM inside
     times: PerPython
-    how: Mapping[str, str] = field(default_factory=dict)  # version -> "auditwheel" or "derived"
+    how: Mapping[str, str] = field(default_factory=dict)  # version -> "auditwheel", "derived", "derived-kept"
 
     def manifest(self) -> Mapping[str, Any]:
         return {"repair": dict(self.how)} if self.how else {}

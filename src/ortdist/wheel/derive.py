@@ -16,14 +16,18 @@ that version's stripped binding and the first wheel:
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..checks.elf import ElfNeeds, is_elf, read_needs
 from ..errors import PackageError
-from ..fsutil import atomic_file
+from ..fsutil import atomic_file, remove_tree
 from .record import INTERMEDIATE_LEVEL, dist_info_dir, record_line
 from .repair import wheel_libraries
 
@@ -167,3 +171,60 @@ def reproduces(raw: Path, repaired: Path) -> bool:
         return (m.info.filename, m.info.date_time, m.info.external_attr, m.info.compress_type, m.data)
 
     return [key(m) for m in mine] == [key(m) for m in theirs]
+
+
+def fingerprint(raw: Path) -> list[list[Any]]:
+    """What auditwheel's repair of ``raw`` is decided by, as ``derive`` uses it: every member's
+    name, time and mode; an ELF member's needs (``same_needs``); WHEEL's bytes (the derived wheel
+    takes WHEEL from the repaired one). Any other member's bytes pass through unchanged (and come
+    from the raw wheel); RECORD is recomputed."""
+    rows: list[list[Any]] = []
+    for m in _read(raw):
+        name = m.info.filename
+        if name.endswith(".dist-info/RECORD"):
+            continue
+        what: Any = None
+        if is_elf(m.data):
+            n = read_needs(m.data)
+            what = [list(n.needed), n.soname, {k: sorted(v) for k, v in sorted(n.versions.items())}]
+        elif name.endswith(".dist-info/WHEEL"):
+            what = hashlib.sha256(m.data).hexdigest()
+        rows.append([name, list(m.info.date_time), m.info.external_attr, what])
+    return rows
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The last build's auditwheel repair of its first raw wheel, kept for the next build (the
+    patch loop): a first raw wheel with the same ``fingerprint``, repaired under the same ``key``
+    (auditwheel's arguments, its root, this module), gets from auditwheel what that one got, so
+    every version's wheel is derived from it and auditwheel does not run."""
+
+    directory: Path
+
+    @property
+    def _facts(self) -> Path:
+        return self.directory / "kept.json"
+
+    def keep(self, key: str, raw: Path, repaired: Path) -> None:
+        """Keep ``repaired`` (auditwheel's faithful re-tag of ``raw``) for the next build."""
+        self.forget()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(repaired, self.directory / repaired.name)
+        facts = {"key": key, "wheel": repaired.name, "fingerprint": fingerprint(raw)}
+        with atomic_file(self._facts, "w") as out:  # written last: a half-kept template is no template
+            out.write(json.dumps(facts))
+
+    def forget(self) -> None:
+        remove_tree(self.directory)
+
+    def matching(self, key: str, raw: Path) -> Path | None:
+        """The kept repaired wheel, if ``raw`` would be repaired as its raw wheel was."""
+        try:
+            facts = json.loads(self._facts.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        wheel = self.directory / str(facts.get("wheel", ""))
+        if facts.get("key") != key or not wheel.is_file() or python_tag(wheel.name) != python_tag(raw.name):
+            return None
+        return wheel if facts.get("fingerprint") == fingerprint(raw) else None

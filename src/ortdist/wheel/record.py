@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import threading
 import time
 import zipfile
 import zlib
 from collections.abc import Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
@@ -56,19 +57,40 @@ class _Compressed:
         self._lock = threading.Lock()
         self._streams: dict[tuple[int, str], Future[bytes]] = {}
 
-    def stream(self, data: bytes, level: int) -> bytes:
+    def _claim(self, data: bytes, level: int) -> tuple[Future[bytes], bool]:
+        """The future of ``data``'s stream, and whether the caller is the one to make it."""
         key = (level, hashlib.sha256(data).hexdigest())
         with self._lock:
             found = self._streams.get(key)
-            mine = found is None
-            if found is None:
-                found = self._streams[key] = Future()
-        if mine:
+            if found is not None:
+                return found, False
+            made = self._streams[key] = Future()
+            return made, True
+
+    @staticmethod
+    def _make(future: Future[bytes], data: bytes, level: int) -> None:
+        try:
             compressor = zlib.compressobj(level, zlib.DEFLATED, -15)  # what zipfile's deflate makes
-            found.set_result(compressor.compress(data) + compressor.flush())
-        return found.result()
+            future.set_result(compressor.compress(data) + compressor.flush())
+        except BaseException as error:  # a waiter must not wait forever
+            future.set_exception(error)
+            raise
+
+    def stream(self, data: bytes, level: int) -> bytes:
+        future, mine = self._claim(data, level)
+        if mine:
+            self._make(future, data, level)
+        return future.result()
+
+    def prefetch(self, data: bytes, level: int) -> None:
+        """Start ``data``'s stream on the pool: a wheel's large members compress side by side
+        (one wheel's core library and binding: 2 s each) while the writer goes on in order."""
+        future, mine = self._claim(data, level)
+        if mine:
+            _POOL.submit(self._make, future, data, level)
 
 
+_POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="ortdist-deflate")
 _COMPRESSED = _Compressed()
 
 
@@ -110,6 +132,9 @@ def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> Non
         clash = [n for n in added if n in {i.filename for i in infos}]
         if clash:
             raise PackageError(f"{wheel.name} already has {clash}", where=str(wheel), fix="rebuild the wheel")
+        for info in infos:
+            if info.filename != record_name and info.file_size >= SHARED_AT:
+                _COMPRESSED.prefetch(zin.read(info.filename), COMPRESSLEVEL)
         with atomic_file(wheel) as raw, _SharingZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zout:
             for info in infos:
                 if info.filename != record_name:

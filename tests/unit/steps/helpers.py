@@ -170,6 +170,9 @@ def arg_after(cmd: Command, flag: str) -> str:
     return cmd.argv[cmd.argv.index(flag) + 1]
 
 
+WHEEL_TIME = (2026, 1, 1, 0, 0, 0)
+
+
 def make_wheel(directory: Path, filename: str, members: Mapping[str, bytes]) -> Path:
     """A minimal valid wheel: the members, METADATA, WHEEL with the file name's tag, and RECORD."""
     dist, version, py, abi, plat = filename.removesuffix(".whl").split("-")
@@ -184,10 +187,10 @@ def make_wheel(directory: Path, filename: str, members: Mapping[str, bytes]) -> 
     record = "".join(record_line(n, d) + "\n" for n, d in files.items()) + f"{info}/RECORD,,\n"
     directory.mkdir(parents=True, exist_ok=True)
     wheel = directory / filename
-    with zipfile.ZipFile(wheel, "w") as zf:
+    with zipfile.ZipFile(wheel, "w") as zf:  # fixed times: the same members give the same wheel
         for name, data in files.items():
-            zf.writestr(name, data)
-        zf.writestr(f"{info}/RECORD", record)
+            zf.writestr(zipfile.ZipInfo(name, WHEEL_TIME), data)
+        zf.writestr(zipfile.ZipInfo(f"{info}/RECORD", WHEEL_TIME), record)
     return wheel
 
 

@@ -1,10 +1,12 @@
 """auditwheel repair of the first version's wheel (a cross target's libraries and strip come from
-its sysroot), the other versions' derived from it where that is exactly what auditwheel would
-make (wheel.derive); each wheel's libraries checked, the provider RUNPATHs verified to survive,
-and the SBOM added."""
+its sysroot), or the last build's repair kept for a raw wheel like it; the other versions' derived
+from it where that is exactly what auditwheel would make (wheel.derive); each wheel's libraries
+checked, the provider RUNPATHs verified to survive, and the SBOM added."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 import zipfile
 from pathlib import Path
@@ -131,33 +133,58 @@ def finish(ctx: BuildContext, state: BuildState, version: str, wheel: Path) -> P
     return wheel
 
 
+def kept_key(ctx: BuildContext, state: BuildState, target_env: list[str]) -> str:
+    """What auditwheel's decisions depend on besides the wheel: its arguments (paths aside), the
+    root it runs in (its auditwheel), the glibc promise, and the code that derives from it."""
+    argv = repair.auditwheel_argv("RAW", "OUT", ctx.plan.repair_excludes, strip=ctx.plan.strip)
+    promise = ctx.plan.toolchain.glibc_for(ctx.plan.target.triple)
+    facts = [
+        argv,
+        target_env,
+        str(state.roots.build),
+        promise,
+        hashlib.sha256(Path(derive.__file__).read_bytes()).hexdigest(),
+    ]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
+
+
 def run(ctx: BuildContext, state: BuildState) -> Repaired:
-    """auditwheel for the first version; every other version side by side, derived from that
-    repair when auditwheel only re-tagged it and the version's libraries need the same (else by
-    auditwheel too); every wheel then checked and given its SBOM."""
+    """auditwheel for the first version, unless the last build's repair is kept for a raw wheel
+    like this one (wheel.derive.Kept: the patch loop); every other version side by side, derived
+    from that repair when auditwheel only re-tagged it and the version's libraries need the same
+    (else by auditwheel too); every wheel then checked and given its SBOM."""
     plan, raw = ctx.plan, state.get(Wheels).raw
     target_env = target_repair_env(ctx)  # shared by every version's repair: made once, first
     first_version = plan.python[0]
     started = time.monotonic()
-    first = auditwheel(ctx, state, first_version, raw[first_version], target_env)
+    kept, key = derive.Kept(ctx.layout.work.host / "wheel" / "kept"), kept_key(ctx, state, target_env)
+    first = kept.matching(key, raw[first_version])
+    how: dict[str, str] = {}
+    if first is not None:
+        faithful = True
+        how[first_version] = "derived-kept"
+    else:
+        first = auditwheel(ctx, state, first_version, raw[first_version], target_env)
+        how[first_version] = "auditwheel"
+        # auditwheel changed nothing but tags, and the same change gives back its own wheel
+        faithful = derive.retag_only(raw[first_version], first) and derive.reproduces(raw[first_version], first)
+        if faithful:
+            kept.keep(key, raw[first_version], first)
+        else:
+            kept.forget()
     first_s = time.monotonic() - started
-    # auditwheel changed nothing but tags, and the same change gives back its own wheel
-    faithful = (
-        bool(plan.extra_python)
-        and derive.retag_only(raw[first_version], first)
-        and derive.reproduces(raw[first_version], first)
-    )
-    how: dict[str, str] = {first_version: "auditwheel"}
+    template = first
 
     def repaired(version: str) -> Path:
         if faithful and derive.same_needs(raw[version], raw[first_version]):
-            how[version] = "derived"
-            return derived(ctx, version, raw[version], first)
+            how[version] = "derived-kept" if how[first_version] == "derived-kept" else "derived"
+            return derived(ctx, version, raw[version], template)
         how[version] = "auditwheel"
         return auditwheel(ctx, state, version, raw[version], target_env)
 
+    others = plan.extra_python if how[first_version] == "auditwheel" else plan.python
     # the first wheel is the others' template: it gets its SBOM only once they are made
-    made, seconds = ctx.each_python(plan.extra_python, repaired)
+    made, seconds = ctx.each_python(others, repaired)
     made = {first_version: first, **made}
     wheels, finished = ctx.each_python(plan.python, lambda version: finish(ctx, state, version, made[version]))
     seconds = {v: round(finished[v] + seconds.get(v, first_s), 1) for v in plan.python}
