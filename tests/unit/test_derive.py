@@ -165,3 +165,48 @@ def test_a_raw_wheel_auditwheel_might_repair_otherwise_runs_auditwheel(tmp_path:
     assert kept.matching("key", before) is None
     kept.forget()
     assert not (tmp_path / "kept").exists() and kept.matching("key", before) is None
+
+
+def stage(root: Path, files: dict[str, bytes]) -> Path:
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return root
+
+
+def test_the_last_wheel_is_kept_for_a_stage_that_differs_in_packed_files(tmp_path: Path) -> None:
+    """What scikit-build-core would make of a stage whose libraries changed: its last wheel with
+    those members' bytes, RECORD following; it left out a file (here a cache), which must not change."""
+    files = {"onnxruntime/__init__.py": b"", BINDING: b"binding before", "onnxruntime/cache.pyc": b"x"}
+    before = stage(tmp_path / "stage", files)
+    packed = {k: v for k, v in files.items() if not k.endswith(".pyc")}
+    kept = derive.KeptRaw(tmp_path / "kept")
+    assert kept.keep(
+        "key", before, make_wheel(tmp_path / "raw", "onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl", packed)
+    )
+    (before / BINDING).write_bytes(b"binding after")
+    made = kept.made("key", before, tmp_path / "out")
+    assert made is not None
+    expected = make_wheel(tmp_path / "expected", made.name, {**packed, BINDING: b"binding after"})
+    assert members(made) == members(expected)
+    assert kept.made("another key", before, tmp_path / "out2") is None
+    (before / "onnxruntime/cache.pyc").write_bytes(b"y")  # a file it left out changed
+    assert kept.made("key", before, tmp_path / "out3") is None
+    (before / "onnxruntime/cache.pyc").write_bytes(b"x")
+    (before / "onnxruntime/new.py").write_bytes(b"")  # a file more
+    assert kept.made("key", before, tmp_path / "out4") is None
+    (before / "onnxruntime/new.py").unlink()
+    (before / BINDING).chmod(0o755)  # a mode changed
+    assert kept.made("key", before, tmp_path / "out5") is None
+
+
+def test_a_wheel_that_changed_a_staged_file_is_not_kept(tmp_path: Path) -> None:
+    before = stage(tmp_path / "stage", {"onnxruntime/__init__.py": b"", BINDING: b"binding"})
+    kept = derive.KeptRaw(tmp_path / "kept")
+    raw_wheel = make_wheel(
+        tmp_path / "raw",
+        "onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl",
+        {"onnxruntime/__init__.py": b"", BINDING: b"stripped"},
+    )
+    assert not kept.keep("key", before, raw_wheel)
+    assert kept.made("key", before, tmp_path / "out") is None

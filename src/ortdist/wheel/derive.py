@@ -228,3 +228,72 @@ class Kept:
         if facts.get("key") != key or not wheel.is_file() or python_tag(wheel.name) != python_tag(raw.name):
             return None
         return wheel if facts.get("fingerprint") == fingerprint(raw) else None
+
+
+def replace_members(raw: Path, changed: dict[str, bytes], out_dir: Path) -> Path:
+    """``raw`` with ``changed`` members' bytes replaced, everything else as it was, RECORD following."""
+    members = _read(raw)
+    missing = set(changed) - {m.info.filename for m in members}
+    if missing:
+        raise PackageError(f"{raw.name} has no {sorted(missing)}", where=str(raw), fix="rebuild the wheel")
+    replaced = [Member(m.info, changed[m.info.filename]) if m.info.filename in changed else m for m in members]
+    return _write(out_dir / raw.name, _rerecorded(replaced))
+
+
+def staged_files(stage: Path) -> dict[str, list[Any]]:
+    """Every file of a staged package, by its path under ``stage`` (its wheel member name): its
+    mode and its bytes' digest."""
+    return {
+        p.relative_to(stage).as_posix(): [p.stat().st_mode, hashlib.sha256(p.read_bytes()).hexdigest()]
+        for p in sorted(stage.rglob("*"))
+        if p.is_file()
+    }
+
+
+@dataclass(frozen=True)
+class KeptRaw:
+    """The last build's scikit-build-core wheel of the first version, kept for the next build (the
+    patch loop): packed from a stage whose files reached it verbatim (those scikit-build-core
+    took), made under the same ``key`` (the project, its root, the build's timestamp). A stage with
+    the same files (names, modes), differing only in files the wheel holds verbatim, gives the same
+    wheel with those members' bytes changed: scikit-build-core does not run."""
+
+    directory: Path
+
+    @property
+    def _facts(self) -> Path:
+        return self.directory / "kept.json"
+
+    def keep(self, key: str, stage: Path, raw: Path) -> bool:
+        """Keep ``raw`` if every member it took from ``stage`` is that file's bytes; say whether."""
+        self.forget()
+        files = staged_files(stage)
+        with zipfile.ZipFile(raw) as zf:
+            packed = [n for n in zf.namelist() if n in files]
+            if any(hashlib.sha256(zf.read(n)).hexdigest() != files[n][1] for n in packed):
+                return False
+        self.directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(raw, self.directory / raw.name)
+        facts = {"key": key, "wheel": raw.name, "files": files, "packed": packed}
+        with atomic_file(self._facts, "w") as out:  # written last: a half-kept wheel is no wheel
+            out.write(json.dumps(facts))
+        return True
+
+    def forget(self) -> None:
+        remove_tree(self.directory)
+
+    def made(self, key: str, stage: Path, out_dir: Path) -> Path | None:
+        """The wheel scikit-build-core would make of ``stage``, from the kept one; None if it might differ."""
+        try:
+            facts = json.loads(self._facts.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        wheel, files = self.directory / str(facts.get("wheel", "")), staged_files(stage)
+        kept_files, packed = facts.get("files", {}), set(facts.get("packed", []))
+        if facts.get("key") != key or not wheel.is_file() or set(files) != set(kept_files):
+            return None
+        differ = [n for n in files if files[n] != kept_files[n]]
+        # a mode changed, or a file the wheel does not hold verbatim (scikit-build-core left it out) changed
+        if any(n not in packed or files[n][0] != kept_files[n][0] for n in differ):
+            return None
+        return replace_members(wheel, {n: (stage / n).read_bytes() for n in differ}, out_dir)

@@ -1,9 +1,12 @@
 """One wheel per CPython: the package staged from the build tree, provider RUNPATHs set, its
-libraries stripped, built by scikit-build-core; each other version's wheel is that wheel with the
-version's own (stripped) binding in its place and its tag (wheel.derive.swap_binding)."""
+libraries stripped, built by scikit-build-core (or its last wheel with the changed files, where
+that is what it would make: wheel.derive.KeptRaw); each other version's wheel is that wheel with
+the version's own (stripped) binding in its place and its tag (wheel.derive.swap_binding)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import time
 import zipfile
@@ -70,6 +73,16 @@ def strip_libraries(ctx: BuildContext, state: BuildState, package: Path, log: Te
     )
 
 
+def kept_key(ctx: BuildContext, state: BuildState, project: Path) -> str:
+    """What scikit-build-core's wheel depends on besides the stage: the project it builds, the
+    root it runs in, the build's timestamp (every member's time), and the code that reuses it."""
+    files = sorted(p for p in project.rglob("*") if p.is_file())
+    facts = [[p.relative_to(project).as_posix(), hashlib.sha256(p.read_bytes()).hexdigest()] for p in files]
+    code = hashlib.sha256(Path(derive.__file__).read_bytes()).hexdigest()
+    facts.append([str(state.roots.build), str(ctx.source_date_epoch()), code])
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
+
+
 def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
     plan, work, sfx = ctx.plan, ctx.layout.work, suffix(ctx, version)
     models = state.find(Models)
@@ -97,12 +110,18 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
         str(raw.inside),
         str(project.inside),
     ]
+    kept = derive.KeptRaw(work.host / "wheel" / f"kept-raw{sfx}")
+    key = kept_key(ctx, state, project.host)
     with ctx.open_log(f"wheel{sfx}") as log:
         if plan.strip:
             strip_libraries(ctx, state, stage.host / "onnxruntime", log)
-        ctx.runner.call(
-            ctx.in_root(state.roots, argv), log=log, error=PackageError, what="scikit-build-core wheel build"
-        )
+        if kept.made(key, stage.host, raw.host) is not None:
+            log.write(f"scikit-build-core not run: its last wheel ({kept.directory}) with the changed files\n")
+        else:
+            ctx.runner.call(
+                ctx.in_root(state.roots, argv), log=log, error=PackageError, what="scikit-build-core wheel build"
+            )
+            kept.keep(key, stage.host, repair.single_wheel(raw.host))
     wheel = repair.single_wheel(raw.host)
     # scikit-build-core tags the wheel for the interpreter it runs under (the root's own).
     return record.retag(wheel, version) if sfx else wheel
