@@ -194,40 +194,49 @@ def fingerprint(raw: Path) -> list[list[Any]]:
 
 
 @dataclass(frozen=True)
-class Kept:
+class _KeptWheel:
+    """A wheel kept in ``directory`` for the next build, with the facts that say when it holds
+    (``kept.json``, written last: a half-kept wheel is no wheel)."""
+
+    directory: Path
+
+    def forget(self) -> None:
+        remove_tree(self.directory)
+
+    def _store(self, wheel: Path, facts: dict[str, Any]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(wheel, self.directory / wheel.name)
+        with atomic_file(self.directory / "kept.json", "w") as out:
+            out.write(json.dumps({**facts, "wheel": wheel.name}))
+
+    def _load(self, key: str) -> tuple[Path, dict[str, Any]] | None:
+        """The kept wheel and its facts, if kept under ``key``."""
+        try:
+            facts = json.loads((self.directory / "kept.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        wheel = self.directory / str(facts.get("wheel", ""))
+        return (wheel, facts) if facts.get("key") == key and wheel.is_file() else None
+
+
+@dataclass(frozen=True)
+class Kept(_KeptWheel):
     """The last build's auditwheel repair of its first raw wheel, kept for the next build (the
     patch loop): a first raw wheel with the same ``fingerprint``, repaired under the same ``key``
     (auditwheel's arguments, its root, this module), gets from auditwheel what that one got, so
     every version's wheel is derived from it and auditwheel does not run."""
 
-    directory: Path
-
-    @property
-    def _facts(self) -> Path:
-        return self.directory / "kept.json"
-
     def keep(self, key: str, raw: Path, repaired: Path) -> None:
         """Keep ``repaired`` (auditwheel's faithful re-tag of ``raw``) for the next build."""
         self.forget()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(repaired, self.directory / repaired.name)
-        facts = {"key": key, "wheel": repaired.name, "fingerprint": fingerprint(raw)}
-        with atomic_file(self._facts, "w") as out:  # written last: a half-kept template is no template
-            out.write(json.dumps(facts))
-
-    def forget(self) -> None:
-        remove_tree(self.directory)
+        self._store(repaired, {"key": key, "fingerprint": fingerprint(raw)})
 
     def matching(self, key: str, raw: Path) -> Path | None:
         """The kept repaired wheel, if ``raw`` would be repaired as its raw wheel was."""
-        try:
-            facts = json.loads(self._facts.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        loaded = self._load(key)
+        if loaded is None or python_tag(loaded[0].name) != python_tag(raw.name):
             return None
-        wheel = self.directory / str(facts.get("wheel", ""))
-        if facts.get("key") != key or not wheel.is_file() or python_tag(wheel.name) != python_tag(raw.name):
-            return None
-        return wheel if facts.get("fingerprint") == fingerprint(raw) else None
+        return loaded[0] if loaded[1].get("fingerprint") == fingerprint(raw) else None
 
 
 def replace_members(raw: Path, changed: dict[str, bytes], out_dir: Path) -> Path:
@@ -251,18 +260,12 @@ def staged_files(stage: Path) -> dict[str, list[Any]]:
 
 
 @dataclass(frozen=True)
-class KeptRaw:
+class KeptRaw(_KeptWheel):
     """The last build's scikit-build-core wheel of the first version, kept for the next build (the
     patch loop): packed from a stage whose files reached it verbatim (those scikit-build-core
     took), made under the same ``key`` (the project, its root, the build's timestamp). A stage with
     the same files (names, modes), differing only in files the wheel holds verbatim, gives the same
     wheel with those members' bytes changed: scikit-build-core does not run."""
-
-    directory: Path
-
-    @property
-    def _facts(self) -> Path:
-        return self.directory / "kept.json"
 
     def keep(self, key: str, stage: Path, raw: Path) -> bool:
         """Keep ``raw`` if every member it took from ``stage`` is that file's bytes; say whether."""
@@ -272,25 +275,17 @@ class KeptRaw:
             packed = [n for n in zf.namelist() if n in files]
             if any(hashlib.sha256(zf.read(n)).hexdigest() != files[n][1] for n in packed):
                 return False
-        self.directory.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(raw, self.directory / raw.name)
-        facts = {"key": key, "wheel": raw.name, "files": files, "packed": packed}
-        with atomic_file(self._facts, "w") as out:  # written last: a half-kept wheel is no wheel
-            out.write(json.dumps(facts))
+        self._store(raw, {"key": key, "files": files, "packed": packed})
         return True
-
-    def forget(self) -> None:
-        remove_tree(self.directory)
 
     def made(self, key: str, stage: Path, out_dir: Path) -> Path | None:
         """The wheel scikit-build-core would make of ``stage``, from the kept one; None if it might differ."""
-        try:
-            facts = json.loads(self._facts.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        loaded = self._load(key)
+        if loaded is None:
             return None
-        wheel, files = self.directory / str(facts.get("wheel", "")), staged_files(stage)
+        (wheel, facts), files = loaded, staged_files(stage)
         kept_files, packed = facts.get("files", {}), set(facts.get("packed", []))
-        if facts.get("key") != key or not wheel.is_file() or set(files) != set(kept_files):
+        if set(files) != set(kept_files):
             return None
         differ = [n for n in files if files[n] != kept_files[n]]
         # a mode changed, or a file the wheel does not hold verbatim (scikit-build-core left it out) changed
