@@ -129,7 +129,7 @@ def test_the_last_repair_is_kept_for_a_raw_wheel_auditwheel_would_repair_the_sam
     auditwheel itself makes of the new raw wheel."""
     kept = derive.Kept(tmp_path / "kept")
     before = raw(tmp_path / "before", "3.13", shared_object() + b"binding, before the change")
-    kept.keep("key", before, auditwheel(before, tmp_path / "repaired-before"))
+    kept.keep("key", derive.fingerprint(before), auditwheel(before, tmp_path / "repaired-before"))
     after = make_wheel(
         tmp_path / "after",
         before.name,
@@ -139,32 +139,38 @@ def test_the_last_repair_is_kept_for_a_raw_wheel_auditwheel_would_repair_the_sam
             SHARED: shared_object(("libc.so.6",)),
         },
     )
-    template = kept.matching("key", after)
+    template = kept.matching("key", after, derive.fingerprint(after))
     assert template is not None
     made = derive.derive(after, template, tmp_path / "derived")
     assert members(made) == members(auditwheel(after, tmp_path / "auditwheel-after"))
-    assert kept.matching("another key", after) is None  # other auditwheel arguments, root or code
+    assert (
+        kept.matching("another key", after, derive.fingerprint(after)) is None
+    )  # other auditwheel arguments, root or code
     other_python = raw(tmp_path / "other", "3.11", shared_object() + b"binding, before the change")
-    assert kept.matching("key", other_python) is None  # kept for the first version only
+    assert (
+        kept.matching("key", other_python, derive.fingerprint(other_python)) is None
+    )  # kept for the first version only
 
 
 def test_a_raw_wheel_auditwheel_might_repair_otherwise_runs_auditwheel(tmp_path: Path) -> None:
     kept = derive.Kept(tmp_path / "kept")
     before = raw(tmp_path / "before", "3.13", shared_object())
-    kept.keep("key", before, auditwheel(before, tmp_path / "repaired-before"))
+    kept.keep("key", derive.fingerprint(before), auditwheel(before, tmp_path / "repaired-before"))
     newer = shared_object(versions={"libc.so.6": ("GLIBC_2.2.5", "GLIBC_2.28"), "libm.so.6": ("GLIBC_2.2.5",)})
-    assert kept.matching("key", raw(tmp_path / "newer", "3.13", newer)) is None
+    newer_raw = raw(tmp_path / "newer", "3.13", newer)
+    assert kept.matching("key", newer_raw, derive.fingerprint(newer_raw)) is None
     more = {
         "onnxruntime/__init__.py": b"",
         "onnxruntime/new.py": b"",
         BINDING: shared_object(),
         SHARED: shared_object(("libc.so.6",)),
     }
-    assert kept.matching("key", make_wheel(tmp_path / "more", before.name, more)) is None
+    more_raw = make_wheel(tmp_path / "more", before.name, more)
+    assert kept.matching("key", more_raw, derive.fingerprint(more_raw)) is None
     (tmp_path / "kept" / "kept.json").write_text("{half written")
-    assert kept.matching("key", before) is None
+    assert kept.matching("key", before, derive.fingerprint(before)) is None
     kept.forget()
-    assert not (tmp_path / "kept").exists() and kept.matching("key", before) is None
+    assert not (tmp_path / "kept").exists() and kept.matching("key", before, derive.fingerprint(before)) is None
 
 
 def stage(root: Path, files: dict[str, bytes]) -> Path:
@@ -182,22 +188,24 @@ def test_the_last_wheel_is_kept_for_a_stage_that_differs_in_packed_files(tmp_pat
     packed = {k: v for k, v in files.items() if not k.endswith(".pyc")}
     kept = derive.KeptRaw(tmp_path / "kept")
     assert kept.keep(
-        "key", before, make_wheel(tmp_path / "raw", "onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl", packed)
+        "key",
+        derive.staged_files(before),
+        make_wheel(tmp_path / "raw", "onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl", packed),
     )
     (before / BINDING).write_bytes(b"binding after")
-    made = kept.made("key", before, tmp_path / "out")
+    made = kept.made("key", before, derive.staged_files(before), tmp_path / "out")
     assert made is not None
     expected = make_wheel(tmp_path / "expected", made.name, {**packed, BINDING: b"binding after"})
     assert members(made) == members(expected)
-    assert kept.made("another key", before, tmp_path / "out2") is None
+    assert kept.made("another key", before, derive.staged_files(before), tmp_path / "out2") is None
     (before / "onnxruntime/cache.pyc").write_bytes(b"y")  # a file it left out changed
-    assert kept.made("key", before, tmp_path / "out3") is None
+    assert kept.made("key", before, derive.staged_files(before), tmp_path / "out3") is None
     (before / "onnxruntime/cache.pyc").write_bytes(b"x")
     (before / "onnxruntime/new.py").write_bytes(b"")  # a file more
-    assert kept.made("key", before, tmp_path / "out4") is None
+    assert kept.made("key", before, derive.staged_files(before), tmp_path / "out4") is None
     (before / "onnxruntime/new.py").unlink()
     (before / BINDING).chmod(0o755)  # a mode changed
-    assert kept.made("key", before, tmp_path / "out5") is None
+    assert kept.made("key", before, derive.staged_files(before), tmp_path / "out5") is None
 
 
 def test_a_wheel_that_changed_a_staged_file_is_not_kept(tmp_path: Path) -> None:
@@ -208,5 +216,5 @@ def test_a_wheel_that_changed_a_staged_file_is_not_kept(tmp_path: Path) -> None:
         "onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl",
         {"onnxruntime/__init__.py": b"", BINDING: b"stripped"},
     )
-    assert not kept.keep("key", before, raw_wheel)
-    assert kept.made("key", before, tmp_path / "out") is None
+    assert not kept.keep("key", derive.staged_files(before), raw_wheel)
+    assert kept.made("key", before, derive.staged_files(before), tmp_path / "out") is None

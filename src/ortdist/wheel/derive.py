@@ -193,6 +193,13 @@ def fingerprint(raw: Path) -> list[list[Any]]:
     return rows
 
 
+def kept_key(facts: list[Any]) -> str:
+    """What a kept wheel is kept under: ``facts`` (what the tool it stands in for depends on
+    besides its input) and this module's own code, which decides when it holds."""
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return hashlib.sha256(json.dumps([*facts, code]).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class _KeptWheel:
     """A wheel kept in ``directory`` for the next build, with the facts that say when it holds
@@ -226,17 +233,19 @@ class Kept(_KeptWheel):
     (auditwheel's arguments, its root, this module), gets from auditwheel what that one got, so
     every version's wheel is derived from it and auditwheel does not run."""
 
-    def keep(self, key: str, raw: Path, repaired: Path) -> None:
-        """Keep ``repaired`` (auditwheel's faithful re-tag of ``raw``) for the next build."""
+    def keep(self, key: str, rows: list[list[Any]], repaired: Path) -> None:
+        """Keep ``repaired`` (auditwheel's faithful re-tag of the raw wheel whose ``fingerprint``
+        is ``rows``) for the next build."""
         self.forget()
-        self._store(repaired, {"key": key, "fingerprint": fingerprint(raw)})
+        self._store(repaired, {"key": key, "fingerprint": rows})
 
-    def matching(self, key: str, raw: Path) -> Path | None:
-        """The kept repaired wheel, if ``raw`` would be repaired as its raw wheel was."""
+    def matching(self, key: str, raw: Path, rows: list[list[Any]]) -> Path | None:
+        """The kept repaired wheel, if ``raw`` (its ``fingerprint``: ``rows``) would be repaired
+        as its raw wheel was."""
         loaded = self._load(key)
         if loaded is None or python_tag(loaded[0].name) != python_tag(raw.name):
             return None
-        return loaded[0] if loaded[1].get("fingerprint") == fingerprint(raw) else None
+        return loaded[0] if loaded[1].get("fingerprint") == rows else None
 
 
 def replace_members(raw: Path, changed: dict[str, bytes], out_dir: Path) -> Path:
@@ -267,10 +276,10 @@ class KeptRaw(_KeptWheel):
     the same files (names, modes), differing only in files the wheel holds verbatim, gives the same
     wheel with those members' bytes changed: scikit-build-core does not run."""
 
-    def keep(self, key: str, stage: Path, raw: Path) -> bool:
-        """Keep ``raw`` if every member it took from ``stage`` is that file's bytes; say whether."""
+    def keep(self, key: str, files: dict[str, list[Any]], raw: Path) -> bool:
+        """Keep ``raw`` if every member it took from the stage (its ``staged_files``: ``files``)
+        is that file's bytes; say whether."""
         self.forget()
-        files = staged_files(stage)
         with zipfile.ZipFile(raw) as zf:
             packed = [n for n in zf.namelist() if n in files]
             if any(hashlib.sha256(zf.read(n)).hexdigest() != files[n][1] for n in packed):
@@ -278,12 +287,13 @@ class KeptRaw(_KeptWheel):
         self._store(raw, {"key": key, "files": files, "packed": packed})
         return True
 
-    def made(self, key: str, stage: Path, out_dir: Path) -> Path | None:
-        """The wheel scikit-build-core would make of ``stage``, from the kept one; None if it might differ."""
+    def made(self, key: str, stage: Path, files: dict[str, list[Any]], out_dir: Path) -> Path | None:
+        """The wheel scikit-build-core would make of ``stage`` (its ``staged_files``: ``files``),
+        from the kept one; None if it might differ."""
         loaded = self._load(key)
         if loaded is None:
             return None
-        (wheel, facts), files = loaded, staged_files(stage)
+        wheel, facts = loaded
         kept_files, packed = facts.get("files", {}), set(facts.get("packed", []))
         if set(files) != set(kept_files):
             return None

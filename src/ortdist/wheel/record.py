@@ -132,13 +132,16 @@ def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> Non
         clash = [n for n in added if n in {i.filename for i in infos}]
         if clash:
             raise PackageError(f"{wheel.name} already has {clash}", where=str(wheel), fix="rebuild the wheel")
-        for info in infos:
-            if info.filename != record_name and info.file_size >= SHARED_AT:
-                _COMPRESSED.prefetch(zin.read(info.filename), COMPRESSLEVEL)
+        large = {
+            i.filename: zin.read(i.filename) for i in infos if i.filename != record_name and i.file_size >= SHARED_AT
+        }
+        for data in large.values():
+            _COMPRESSED.prefetch(data, COMPRESSLEVEL)
         with atomic_file(wheel) as raw, _SharingZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zout:
             for info in infos:
                 if info.filename != record_name:
-                    zout.writestr(info, zin.read(info.filename), compresslevel=COMPRESSLEVEL)
+                    data = large[info.filename] if info.filename in large else zin.read(info.filename)
+                    zout.writestr(info, data, compresslevel=COMPRESSLEVEL)
             for name, data in added.items():
                 member = zipfile.ZipInfo(name, date_time=date_time)
                 member.compress_type = zipfile.ZIP_DEFLATED

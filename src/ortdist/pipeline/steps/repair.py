@@ -5,8 +5,6 @@ checked, the provider RUNPATHs verified to survive, and the SBOM added."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 import zipfile
 from pathlib import Path
@@ -138,14 +136,7 @@ def kept_key(ctx: BuildContext, state: BuildState, target_env: list[str]) -> str
     root it runs in (its auditwheel), the glibc promise, and the code that derives from it."""
     argv = repair.auditwheel_argv("RAW", "OUT", ctx.plan.repair_excludes, strip=ctx.plan.strip)
     promise = ctx.plan.toolchain.glibc_for(ctx.plan.target.triple)
-    facts = [
-        argv,
-        target_env,
-        str(state.roots.build),
-        promise,
-        hashlib.sha256(Path(derive.__file__).read_bytes()).hexdigest(),
-    ]
-    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
+    return derive.kept_key([argv, target_env, str(state.roots.build), promise])
 
 
 def run(ctx: BuildContext, state: BuildState) -> Repaired:
@@ -158,7 +149,8 @@ def run(ctx: BuildContext, state: BuildState) -> Repaired:
     first_version = plan.python[0]
     started = time.monotonic()
     kept, key = derive.Kept(ctx.layout.work.host / "wheel" / "kept"), kept_key(ctx, state, target_env)
-    first = kept.matching(key, raw[first_version])
+    rows = derive.fingerprint(raw[first_version])
+    first = kept.matching(key, raw[first_version], rows)
     how: dict[str, str] = {}
     if first is not None:
         faithful = True
@@ -169,7 +161,7 @@ def run(ctx: BuildContext, state: BuildState) -> Repaired:
         # auditwheel changed nothing but tags, and the same change gives back its own wheel
         faithful = derive.retag_only(raw[first_version], first) and derive.reproduces(raw[first_version], first)
         if faithful:
-            kept.keep(key, raw[first_version], first)
+            kept.keep(key, rows, first)
         else:
             kept.forget()
     first_s = time.monotonic() - started

@@ -6,12 +6,11 @@ the version's own (stripped) binding in its place and its tag (wheel.derive.swap
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import time
 import zipfile
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ... import binding
 from ...errors import PackageError
@@ -77,10 +76,8 @@ def kept_key(ctx: BuildContext, state: BuildState, project: Path) -> str:
     """What scikit-build-core's wheel depends on besides the stage: the project it builds, the
     root it runs in, the build's timestamp (every member's time), and the code that reuses it."""
     files = sorted(p for p in project.rglob("*") if p.is_file())
-    facts = [[p.relative_to(project).as_posix(), hashlib.sha256(p.read_bytes()).hexdigest()] for p in files]
-    code = hashlib.sha256(Path(derive.__file__).read_bytes()).hexdigest()
-    facts.append([str(state.roots.build), str(ctx.source_date_epoch()), code])
-    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
+    facts: list[Any] = [[p.relative_to(project).as_posix(), hashlib.sha256(p.read_bytes()).hexdigest()] for p in files]
+    return derive.kept_key([*facts, str(state.roots.build), ctx.source_date_epoch()])
 
 
 def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
@@ -115,13 +112,14 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
     with ctx.open_log(f"wheel{sfx}") as log:
         if plan.strip:
             strip_libraries(ctx, state, stage.host / "onnxruntime", log)
-        if kept.made(key, stage.host, raw.host) is not None:
+        files = derive.staged_files(stage.host)  # stripped: as the wheel takes them
+        if kept.made(key, stage.host, files, raw.host) is not None:
             log.write(f"scikit-build-core not run: its last wheel ({kept.directory}) with the changed files\n")
         else:
             ctx.runner.call(
                 ctx.in_root(state.roots, argv), log=log, error=PackageError, what="scikit-build-core wheel build"
             )
-            kept.keep(key, stage.host, repair.single_wheel(raw.host))
+            kept.keep(key, files, repair.single_wheel(raw.host))
     wheel = repair.single_wheel(raw.host)
     # scikit-build-core tags the wheel for the interpreter it runs under (the root's own).
     return record.retag(wheel, version) if sfx else wheel
