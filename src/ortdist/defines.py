@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from . import registry
+from . import registry, relro
 from .compiler_cache import CompilerCache
 from .config import dotted
 from .errors import RecipeError
@@ -83,15 +83,17 @@ NO_UNWIND_TABLES = "-fno-unwind-tables -fno-asynchronous-unwind-tables"
 PACKED_RELOCATIONS = "-Wl,-z,pack-relative-relocs"
 # glibc learned DT_RELR in 2.36; a library linked with it refuses to load on an older one.
 PACKED_RELOCATIONS_GLIBC = (2, 36)
-LINKER_FLAGS = ("CMAKE_SHARED_LINKER_FLAGS", "CMAKE_MODULE_LINKER_FLAGS", "CMAKE_EXE_LINKER_FLAGS")
+SHARED_LINKER_FLAGS = "CMAKE_SHARED_LINKER_FLAGS"
+LINKER_FLAGS = (SHARED_LINKER_FLAGS, "CMAKE_MODULE_LINKER_FLAGS", "CMAKE_EXE_LINKER_FLAGS")
 # MinSizeRel's flags with -Oz for -Os; with LTO they are also the link's, where the code is made.
 SMALLEST_CODE = "-Oz -DNDEBUG"
 
 
-def feature_flags(recipe: Recipe) -> dict[str, str]:
+def feature_flags(recipe: Recipe, relro_script: PurePosixPath | None = None) -> dict[str, str]:
     """Compiler and linker flags no ORT option sets: with exceptions off ORT drops the unwind
     tables from its C++ only, so the C code (MLAS kernels, dependencies) would keep its .eh_frame;
-    packed relocations and the RELRO page size are the linker's."""
+    packed relocations and the RELRO page size are the linker's. ``relro_script``: the build tree
+    a GNU ld links in (the shared library then links with relro.py's script; lld needs none)."""
     features, flags = recipe.features, {}
     if not features.unwind_tables:
         flags = {"CMAKE_C_FLAGS": NO_UNWIND_TABLES, "CMAKE_CXX_FLAGS": NO_UNWIND_TABLES}
@@ -99,7 +101,17 @@ def feature_flags(recipe: Recipe) -> dict[str, str]:
         flags |= {"CMAKE_C_FLAGS_MINSIZEREL": SMALLEST_CODE, "CMAKE_CXX_FLAGS_MINSIZEREL": SMALLEST_CODE}
     link = [PACKED_RELOCATIONS] if features.packed_relocations else []
     link += [f"-Wl,-z,common-page-size={features.common_page_size}"] if features.common_page_size else []
-    return {**flags, **dict.fromkeys(LINKER_FLAGS, " ".join(link))} if link else flags
+    if link:
+        flags |= dict.fromkeys(LINKER_FLAGS, " ".join(link))
+    if features.common_page_size and relro_script is not None:
+        flags[SHARED_LINKER_FLAGS] += " " + relro.link_flag(relro_script)
+    return flags
+
+
+def gnu_ld_build(defines: dict[str, str], toolchain: ToolchainSpec) -> PurePosixPath | None:
+    """The build tree when the shared library links with GNU ld (no -fuse-ld=lld) in a root."""
+    lld = "-fuse-ld=lld" in defines.get(SHARED_LINKER_FLAGS, "")
+    return None if lld or not toolchain.has_root else trees_for(toolchain).build
 
 
 def cuda_defines(recipe: Recipe) -> dict[str, str]:
@@ -229,7 +241,7 @@ def cmake_defines(
             )
         for language in ep.compile_languages if launcher else ():
             put(f"CMAKE_{language}_COMPILER_LAUNCHER", launcher, f"{cache_source} (ep {ep.name})")
-    for key, flags in feature_flags(recipe).items():
+    for key, flags in feature_flags(recipe, gnu_ld_build(defines, toolchain)).items():
         put(key, " ".join(part for part in (defines.get(key, ""), flags) if part), "recipe [features]")
     if registry.cuda_eps() & {ep.name for ep in providers}:
         for key, value in cuda_defines(recipe).items():

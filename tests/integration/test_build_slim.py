@@ -206,6 +206,17 @@ def test_the_c_only_arm64_library_carries_no_exception_machinery(
     assert "(RELR)" in dynamic  # DT_RELR: glibc 2.36+ loads it, and the C smoke program ran it under qemu
     symbols = subprocess.run(["readelf", "--dyn-syms", "-W", str(library)], text=True, capture_output=True).stdout
     assert "__gxx_personality_v0" not in symbols and "__cxa_throw" not in symbols
+    # RELRO ends on a 4 KiB page (common_page_size) with no file padding up to the 64 KiB one, and
+    # every segment keeps its 64 KiB alignment (the library maps on 64 KiB-page kernels too).
+    headers = subprocess.run(["readelf", "-lW", str(library)], text=True, capture_output=True, check=True).stdout
+    loads = [line.split() for line in headers.splitlines() if line.split()[:1] == ["LOAD"]]
+    (relro,) = [line.split() for line in headers.splitlines() if line.split()[:1] == ["GNU_RELRO"]]
+    assert all(
+        int(load[-1], 16) == 0x10000 and int(load[1], 16) % 0x10000 == int(load[2], 16) % 0x10000 for load in loads
+    )
+    first_end = int(loads[0][1], 16) + int(loads[0][4], 16)
+    assert 0 <= int(loads[1][1], 16) - first_end < 2 * 4096, headers
+    assert (int(relro[2], 16) + int(relro[5], 16)) % 4096 == 0, headers
     size = library.stat().st_size
     # The goal: half of the 1,595,392 B ORT's CI allows an Android arm64 minimal build with no
     # operators (measured: 793,008 B); ORT's own size check for this kind of build is 1,306,224 B.

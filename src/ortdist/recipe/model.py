@@ -138,7 +138,8 @@ class FeatureSettings:
         metadata=_help(
             "Bytes the linker aligns the end of RELRO to (-z common-page-size); 0: the linker's default. arm64 "
             "binutils pads to 64 KiB; 4096 keeps RELRO whole on 4 KiB-page kernels and the library still loads "
-            "on 16 and 64 KiB ones (the segments keep their 64 KiB alignment)."
+            "on 16 and 64 KiB ones (the segments keep their 64 KiB alignment). GNU ld 2.39+ ignores it for RELRO: "
+            "its shared library links with the linker's default script, RELRO's end aligned to this page."
         ),
     )
     disabled_types: tuple[DisabledType, ...] = field(

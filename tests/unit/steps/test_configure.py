@@ -135,3 +135,35 @@ def test_a_reduction_that_writes_nothing_fails(make_env: MakeEnv) -> None:
     with pytest.raises(BuildError, match=r"wrote no op_reduction\.generated"):
         configure.run(env.ctx, env.state)
     assert not any("cmake -G" in t for t in env.runner.texts())
+
+
+def test_a_common_page_size_build_gets_the_linkers_script_rewritten_before_cmake(make_env: MakeEnv) -> None:
+    from ..test_relro import VERBOSE
+
+    env = ready(make_env("slim-c-linux-aarch64"))
+    env.runner.on("ld --verbose -shared -z relro", stdout=VERBOSE)
+    env.runner.on(
+        "reduce_op_kernels.py",
+        lambda cmd: (
+            (host_of(cmd, "/ortdist/work") / "op-reduction" / "op_reduction.generated").mkdir(parents=True) or Result(0)
+        ),
+    )
+    configure.run(env.ctx, env.state)
+    ld = env.only("--verbose")
+    assert ld.argv[0] == "aarch64-linux-gnu-ld" and ld.root == env.state.roots.build
+    texts = env.runner.texts()
+    assert texts.index(ld.text) < next(i for i, t in enumerate(texts) if "cmake -G Ninja" in t)
+    script = env.layout.build.host / "ortdist-relro.ld"
+    assert "DATA_SEGMENT_ALIGN (CONSTANT (COMMONPAGESIZE), CONSTANT (COMMONPAGESIZE))" in script.read_text()
+    # The script the flags name, in the build tree as CMake's link line sees it.
+    assert f"-Wl,-T,{PurePosixPath('/ortdist/build') / script.name}" in " ".join(env.plan.configure_argv())
+    before = script.stat().st_mtime_ns
+    configure.run(env.ctx, env.state)
+    assert script.stat().st_mtime_ns == before  # same bytes: not rewritten (no relink)
+
+
+def test_a_full_build_runs_no_linker_for_a_script(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux"))
+    configure.run(env.ctx, env.state)
+    assert not env.matching("--verbose")
+    assert not (env.layout.build.host / "ortdist-relro.ld").exists()

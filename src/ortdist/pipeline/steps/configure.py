@@ -3,6 +3,8 @@ rewrite the kernel registrations with ORT's own reduce_op_kernels.py."""
 
 from __future__ import annotations
 
+from ... import relro
+from ...defines import SHARED_LINKER_FLAGS
 from ...errors import BuildError
 from ...fsutil import remove_tree, sync_tree
 from ...log import log
@@ -47,6 +49,20 @@ def reduce_kernels(ctx: BuildContext, state: BuildState) -> None:
     log.info(f"kernel registrations reduced ({written} generated files changed)")
 
 
+def write_relro_script(ctx: BuildContext, state: BuildState) -> None:
+    """The linker script the shared library's flags name (relro.py), from the linker's own default;
+    rewritten only when its bytes change."""
+    ld = ctx.tool("ld")
+    verbose = ctx.runner.capture(
+        ctx.in_root(state.roots, relro.verbose_argv(ld)), error=BuildError, what=f"{ld} --verbose"
+    ).stdout
+    script = relro.common_page_script(verbose, ld)
+    target = ctx.layout.build.host / relro.SCRIPT_NAME
+    if not target.is_file() or target.read_text(encoding="utf-8") != script:
+        target.write_text(script, encoding="utf-8")
+        log.info(f"RELRO ends on the common page: {relro.SCRIPT_NAME} from {ld}'s default script")
+
+
 def run(ctx: BuildContext, state: BuildState) -> Configured:
     plan, build = ctx.plan, ctx.layout.build.host
     identity = build / ".ortdist-tree"
@@ -58,6 +74,8 @@ def run(ctx: BuildContext, state: BuildState) -> Configured:
     ctx.layout.work.host.mkdir(parents=True, exist_ok=True)
     if plan.reduced:
         reduce_kernels(ctx, state)
+    if relro.link_flag(plan.trees.build) in plan.cmake_defines.get(SHARED_LINKER_FLAGS, ""):
+        write_relro_script(ctx, state)
     # CMake's file API: the bundler reads the real link graph of the library from its reply.
     query = build / ".cmake" / "api" / "v1" / "query" / "codemodel-v2"
     query.parent.mkdir(parents=True, exist_ok=True)
