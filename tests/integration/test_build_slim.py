@@ -26,7 +26,7 @@ from ortdist.toolchains import Bind, load_toolchain, make_toolchain
 
 from . import build_recipe
 
-SLIM_C_GOAL_BYTES = 797_696
+SLIM_C_GOAL_BYTES = 653_112  # issue 37: half of ORT 1.21.0's 1,306,224 B empty Android arm64 cap
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain needs root (see README)"),
@@ -218,8 +218,8 @@ def test_the_c_only_arm64_library_carries_no_exception_machinery(
     assert 0 <= int(loads[1][1], 16) - first_end < 2 * 4096, headers
     assert (int(relro[2], 16) + int(relro[5], 16)) % 4096 == 0, headers
     size = library.stat().st_size
-    # The goal: half of the 1,595,392 B ORT's CI allows an Android arm64 minimal build with no
-    # operators (measured: 793,008 B); ORT's own size check for this kind of build is 1,306,224 B.
+    # The goal: half of the 1,306,224 B ORT 1.21.0's binary-size pipeline allows its Android arm64
+    # minimal build with no operators (measured: 616,824 B).
     assert size == manifest["size"]["shared_library"]["stripped_bytes"] <= SLIM_C_GOAL_BYTES < 1_306_224
 
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import difflib
+import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -102,9 +104,13 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 14)]
+    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 15)]
     assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt"), ("xnnpack",), ("cuda", "tensorrt"), ("dnnl",)]
-    assert [p.features for p in patches if p.features] == [("fp16_and_nbit_kernels",), ("minimal_build",)]
+    assert [p.features for p in patches if p.features] == [
+        ("fp16_and_nbit_kernels",),
+        ("minimal_build",),
+        ("int8_kernels",),
+    ]
     assert [p.targets for p in patches if p.targets] == [("aarch64-unknown-linux-gnu",), ("wasm32-unknown-emscripten",)]
     # A patch to one EP's code reaches only the builds with that EP.
     assert "0007" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "dnnl"])}
@@ -124,7 +130,7 @@ def test_a_patch_for_one_feature_applies_only_to_recipes_that_change_it(project:
         for recipe in ("cpu-linux", "slim-linux-aarch64", "slim-c-linux-aarch64")
     }
     assert "0008" not in names["cpu-linux"] and "0008" not in names["slim-linux-aarch64"]
-    assert names["slim-c-linux-aarch64"] == names["slim-linux-aarch64"] | {"0008"}
+    assert names["slim-c-linux-aarch64"] == names["slim-linux-aarch64"] | {"0008", "0014"}
     # 0010 (GCC 11 in a minimal build): every slim recipe, never a full build
     assert "0010" in names["slim-linux-aarch64"] and "0010" not in names["cpu-linux"]
 
@@ -169,3 +175,38 @@ def test_bad_series_options_are_refused(tmp_path: Path, line: str, message: str)
     with pytest.raises(PatchError, match=message) as err:
         read_series(tmp_path)
     assert err.value.where == f"{tmp_path / 'series'}:1"
+
+
+def _hunks(text: str) -> dict[str, list[tuple[int, int, bool]]]:
+    """file -> (first line, last line, has context) of each hunk, in the original's numbering."""
+    found: dict[str, list[tuple[int, int, bool]]] = {}
+    current, lines = "", text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("+++ b/"):
+            current = line[len("+++ b/") :]
+        elif m := re.match(r"^@@ -(\d+)(?:,(\d+))? ", line):
+            start, count = int(m[1]), int(m[2] if m[2] is not None else 1)
+            body = [b for b in lines[i + 1 :] if b[:1] in (" ", "-", "+")][: count + 50]
+            found.setdefault(current, []).append((start, start + count - 1, any(b[:1] == " " for b in body[:count])))
+    return found
+
+
+def test_feature_patches_to_one_file_apply_in_either_order(project: Path) -> None:
+    """0008 and 0014 change neighbouring lines of MLAS's platform.cpp, and a recipe may set either
+    key alone: their hunks there carry no context lines and never overlap, so each applies to the
+    source whether the other was applied or not."""
+    directory = project / "patches" / "1.21.0"
+    fp16, int8 = (
+        _hunks((directory / name).read_text())
+        for name in (
+            "0008-mlas-arm64-without-fp16-and-nbit-kernels.patch",
+            "0014-mlas-arm64-without-int8-kernels.patch",
+        )
+    )
+    shared = set(fp16) & set(int8)
+    assert shared == {"onnxruntime/core/mlas/lib/platform.cpp"}
+    for name in shared:
+        ours = fp16[name] + int8[name]
+        assert not any(context for _, _, context in ours)
+        spans = sorted((a, b) for a, b, _ in ours)
+        assert all(prev[1] < nxt[0] for prev, nxt in itertools.pairwise(spans)), spans

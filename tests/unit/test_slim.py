@@ -114,6 +114,7 @@ def test_slim_linux_plan(project: Path) -> None:
         ('[size]\ncompare_with = "r"\n', "not another recipe"),
         ('[features]\ndisabled_types = ["float16"]\n', "'float16' is not one of"),
         ("[features]\nfp16_and_nbit_kernels = false\n", "needs an arm64 target and reduce.types"),
+        ("[features]\nint8_kernels = false\n", "int8_kernels = false needs an arm64 target and reduce.types"),
         ('[features]\ndisabled_types = ["float8", "float8"]\n', "lists a type twice"),
         ('build_type = "Release"\n[features]\nsmallest_code = true\n', "replaces MinSizeRel's -Os"),
     ],

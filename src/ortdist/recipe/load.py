@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import registry
 from ..config import convert, did_you_mean, parse_toml, read_toml
 from ..errors import RecipeError
-from .model import REFERENCE_PREFIX, Recipe
+from .model import KERNEL_CUTS, REFERENCE_PREFIX, Recipe
 
 __all__ = ["did_you_mean", "is_plain_name", "load_recipe", "load_recipe_text", "validate"]
 
@@ -272,13 +272,14 @@ def validate_reduction(recipe: Recipe, where: str) -> None:
             fix='set build_type = "MinSizeRel", or drop smallest_code',
         )
     arm64 = registry.targets()[recipe.target].arch == "aarch64"
-    if not features.fp16_and_nbit_kernels and (not arm64 or not reduce.types):
-        raise RecipeError(
-            "fp16_and_nbit_kernels = false needs an arm64 target and reduce.types = true (the patch changes "
-            "MLAS's arm64 dispatch only, and the build checks the models' types for float16)",
-            where=f"{where} [features] key 'fp16_and_nbit_kernels'",
-            fix="use an aarch64-* target with [reduce] types = true and models or a config, or keep the kernels",
-        )
+    for cut in KERNEL_CUTS:
+        if not getattr(features, cut.key) and (not arm64 or not reduce.types):
+            raise RecipeError(
+                f"{cut.key} = false needs an arm64 target and reduce.types = true (patch {cut.patch} changes "
+                f"MLAS's arm64 dispatch only, and the build checks the models' types for {', '.join(cut.types)})",
+                where=f"{where} [features] key '{cut.key}'",
+                fix="use an aarch64-* target with [reduce] types = true and models or a config, or keep the kernels",
+            )
     if len(set(features.disabled_types)) != len(features.disabled_types):
         raise RecipeError(
             f"disabled_types lists a type twice: {list(features.disabled_types)}",

@@ -103,6 +103,23 @@ class ReduceSettings:
         return bool(self.models or self.config)
 
 
+@dataclass(frozen=True)
+class KernelCut:
+    """A [features] key whose false value leaves an arm64 kernel family out by a patch, and the
+    element types a model then may not use (the build checks its models for them)."""
+
+    key: str
+    patch: str
+    types: tuple[str, ...]  # ORT's type names, as the operator config writes them
+    kernels: str
+
+
+KERNEL_CUTS = (
+    KernelCut("fp16_and_nbit_kernels", "0008", ("MLFloat16",), "MLAS's fp16 kernels and the CPU EP's fp16 kernels"),
+    KernelCut("int8_kernels", "0014", ("int8_t", "uint8_t"), "MLAS's 8-bit GEMM and convolution kernels"),
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class FeatureSettings:
     """What else to leave out of (or add to) the runtime, for size."""
@@ -161,9 +178,19 @@ class FeatureSettings:
         default=True,
         metadata=_help(
             "MLAS's arm64 fp16 GEMM, fp16 softmax, rotary and n-bit weight GEMM (MatMulNBits) kernels, which "
-            "its dispatch tables keep in every build whatever the operators; false leaves them out (patch "
-            "0008; MatMulNBits then dequantizes and runs SGEMM). Needs an arm64 target and reduce.types = true; "
-            "the build refuses models that use float16."
+            "its dispatch tables keep in every build whatever the operators, and the CPU EP's fp16 kernels, "
+            "whose registrations type reduction leaves in; false leaves them out (patch 0008; MatMulNBits then "
+            "dequantizes and runs SGEMM). Needs an arm64 target and reduce.types = true; the build refuses "
+            "models that use float16."
+        ),
+    )
+    int8_kernels: bool = field(
+        default=True,
+        metadata=_help(
+            "MLAS's arm64 8-bit GEMM, symmetric QGEMM and 8-bit depthwise convolution kernels, which its "
+            "dispatch tables keep in every build whatever the operators; false leaves them out (patch 0014; "
+            "the quantized operators then report their format unsupported). Needs an arm64 target and "
+            "reduce.types = true; the build refuses models that use int8 or uint8 values."
         ),
     )
     lto: bool = field(default=False, metadata=_help("Link-time optimization (smaller, slower to link)."))

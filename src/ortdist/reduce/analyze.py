@@ -133,6 +133,8 @@ class OpConfig:
     typed: bool = False
     directives: list[str] = field(default_factory=list)  # ORT's "!" lines, kept verbatim
     sources: list[str] = field(default_factory=list)  # models/configs this was made from
+    # Every element type a model's values have (tracked ops or not); a config file records none.
+    element_types: set[str] = field(default_factory=set)
 
     def add_op(self, domain: str, opset: int, op: str) -> None:
         self.ops.setdefault(domain, {}).setdefault(opset, set()).add(op)
@@ -149,6 +151,7 @@ class OpConfig:
         self.typed = self.typed or other.typed
         self.directives += [d for d in other.directives if d not in self.directives]
         self.sources += [s for s in other.sources if s not in self.sources]
+        self.element_types |= other.element_types
 
     def ops_using(self, type_name: str) -> list[str]:
         """'domain:op' of each operator whose recorded types include ``type_name``."""
@@ -286,6 +289,7 @@ def _record_types(
 
 def _walk_ort_graph(config: OpConfig, graph: OrtGraph, outer: Mapping[str, str], typed: bool, where: str) -> None:
     value_types = {**outer, **graph.value_types}
+    config.element_types.update(t for t in graph.value_types.values() if t)
     for node in graph.nodes:
         config.add_op(node.domain, node.since_version, node.op_type)
         if typed:
@@ -335,6 +339,7 @@ def _walk_onnx_graph(
             value_types[value.name] = _onnx_value_type(value.type)
         for init in graph.initializer:
             value_types[init.name] = _ONNX_ELEMENT_TYPES.get(init.data_type, "")
+        config.element_types.update(t for t in value_types.values() if t)
     for node in graph.node:
         domain = node.domain or ONNX_DOMAIN
         if domain not in opsets:

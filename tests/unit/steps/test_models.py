@@ -89,3 +89,49 @@ def test_a_config_alone_needs_no_conversion(
     assert out.operators == ("ai.onnx:Add", "ai.onnx:Relu")
     assert [a.kind for a in out.artifacts] == ["ops-config"]
     assert "mine.config" in out.config.read_text() and str(tmp_path) not in out.config.read_text()
+
+
+@pytest.mark.parametrize(
+    ("model", "key", "found"),
+    [
+        ("qdq_cnn", "int8_kernels", "operators ai.onnx:DequantizeLinear"),
+        ("fp16_mlp", "fp16_and_nbit_kernels", "operators ai.onnx:"),
+    ],
+)
+def test_a_cut_without_a_kernel_family_refuses_models_that_need_it(
+    make_env: MakeEnv, monkeypatch: pytest.MonkeyPatch, model: str, key: str, found: str
+) -> None:
+    """slim-c-linux-aarch64 leaves out MLAS's 8-bit kernels (0014) and the fp16 ones (0008): a model
+    with int8/uint8 or float16 values is refused before anything compiles, naming the key."""
+    import dataclasses
+
+    from ortdist.errors import BuildError
+
+    env = make_env("slim-c-linux-aarch64")
+    recipe = env.plan.recipe
+    recipe = dataclasses.replace(recipe, reduce=dataclasses.replace(recipe.reduce, models=(f"reference:{model}",)))
+    ctx = dataclasses.replace(env.ctx, plan=dataclasses.replace(env.plan, recipe=recipe))
+    FakeConverter(monkeypatch)
+    with pytest.raises(BuildError, match=f"the models use {found}.*but {key} = false") as info:
+        models.run(ctx, env.state)
+    assert key in (info.value.where or "")
+    assert not (env.layout.out.host / "slim-c-linux-aarch64.ops.config").exists()  # nothing published
+    # The same model in a cut that keeps the kernels is analysed as usual.
+    kept = dataclasses.replace(recipe, features=dataclasses.replace(recipe.features, **{key: True}))
+    out = models.run(dataclasses.replace(ctx, plan=dataclasses.replace(env.plan, recipe=kept)), env.state)
+    assert out.config.is_file()
+
+
+def test_a_value_type_no_tracked_operator_records_is_still_seen(tmp_path: Path) -> None:
+    """Type reduction records types for some operators only (GlobalAveragePool and FusedConv go
+    untyped): the cut's refusal also looks at every value's element type."""
+    from ortdist.reduce.analyze import OpConfig, analyze
+    from ortdist.smoke.models import BUILDERS
+
+    path = tmp_path / "cnn.onnx"
+    path.write_bytes(BUILDERS["cnn"]().model)
+    assert analyze([path], typed=True).element_types == {"float"}
+    assert analyze([path], typed=False).element_types == set()  # untyped analysis reads no types
+    merged = OpConfig(element_types={"float"})
+    merged.merge(OpConfig(element_types={"uint8_t"}))
+    assert merged.element_types == {"float", "uint8_t"}

@@ -9,6 +9,7 @@ from pathlib import Path
 from ...errors import BuildError
 from ...fsutil import remove_tree
 from ...manifest import Artifact
+from ...recipe.model import KERNEL_CUTS
 from ...reduce import analyze, convert
 from ..context import BuildContext
 from ..state import BuildState, Models
@@ -43,14 +44,16 @@ def run(ctx: BuildContext, state: BuildState) -> Models:
         inputs.append((ctx.recipe_path.parent / recipe.reduce.config).resolve())
     config = analyze.analyze(inputs, typed=recipe.reduce.types)
     config.sources = [p.name for p in inputs]  # names only: the published file is machine-independent
-    half = config.ops_using("MLFloat16")
-    if half and not recipe.features.fp16_and_nbit_kernels:
-        raise BuildError(
-            f"the models run float16 operators ({', '.join(half)}), but fp16_and_nbit_kernels = false leaves "
-            "MLAS's fp16 kernels out",
-            where=f"recipe {recipe.name} [features] key 'fp16_and_nbit_kernels'",
-            fix="keep the fp16 kernels (drop the key), or reduce for float32 models",
-        )
+    for cut in KERNEL_CUTS:
+        used = sorted({op for t in cut.types for op in config.ops_using(t)})
+        values = sorted(t for t in cut.types if t in config.element_types)
+        if (used or values) and not getattr(recipe.features, cut.key):
+            found = f"operators {', '.join(used)}" if used else f"{', '.join(values)} values"
+            raise BuildError(
+                f"the models use {found}, but {cut.key} = false leaves {cut.kernels} out",
+                where=f"recipe {recipe.name} [features] key '{cut.key}'",
+                fix=f"keep the kernels (drop the key), or reduce for models without {', '.join(cut.types)} values",
+            )
     op_config = place.host / "ops.config"
     op_config.write_text(config.render(), encoding="utf-8")
     published = ctx.layout.out.host / f"{recipe.name}.ops.config"
