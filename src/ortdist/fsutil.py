@@ -181,11 +181,16 @@ def sync_tree(src: Path, dest: Path) -> int:
     return written
 
 
+# gzip's level for archives: 8 gives cpu-linux's C archive 1.6 KB more than 9 (7,418,179 B) in 12% less
+# time (1.79 against 2.03 s), as for the wheels (wheel/record.py).
+TARBALL_LEVEL = 8
+
+
 def deterministic_tarball(tree: Path, archive: Path, top: str, mtime: int) -> None:
     """A .tar.gz whose bytes depend only on the files: sorted, fixed owner, fixed times."""
     with (
         atomic_file(archive) as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as gz,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime, compresslevel=TARBALL_LEVEL) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
         for path in sorted(tree.rglob("*")):

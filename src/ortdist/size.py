@@ -9,6 +9,7 @@ runs the tools.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -79,16 +80,23 @@ def attribute(symbols: Iterable[Symbol], definers: Iterable[tuple[str, set[str]]
     return {s.name: owner.get(base_name(s.name), "unattributed") for s in symbols}
 
 
+@functools.cache
+def _brackets_and(char: str) -> re.Pattern[str]:
+    return re.compile(f"[<>{re.escape(char)}]")
+
+
 def _depth0(text: str, char: str) -> list[int]:
-    """Positions of ``char`` outside template brackets."""
+    """Positions of ``char`` outside template brackets (the regex visits only the brackets and
+    ``char``: a demangled kernel name is hundreds of characters, and there are tens of thousands)."""
     depth, out = 0, []
-    for i, c in enumerate(text):
+    for match in _brackets_and(char).finditer(text):
+        c = match.group()
         if c == "<":
             depth += 1
         elif c == ">":
             depth -= 1
-        elif c == char and depth == 0:
-            out.append(i)
+        elif depth == 0:
+            out.append(match.start())
     return out
 
 

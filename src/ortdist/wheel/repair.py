@@ -18,7 +18,7 @@ def auditwheel_argv(raw_wheel: str, out_dir: str, excludes: Sequence[str], *, st
     ``excludes`` are vendor runtime libraries (from the EP registry) that must come from the
     user's system or nvidia-* wheels, never bundled.
     """
-    # Written uncompressed: record.add_to_dist_info recompresses every member at level 9 last,
+    # Written uncompressed: record.add_to_dist_info recompresses every member at COMPRESSLEVEL last,
     # and the same members at the same level give the same bytes whatever came before.
     argv = [f"{IN_ROOT_TOOLS_VENV}/bin/auditwheel", "repair", "--zip-compression-level", "0", "--wheel-dir", out_dir]
     if strip:

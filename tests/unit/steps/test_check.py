@@ -16,7 +16,9 @@ from ortdist.pipeline.state import PerPython, Repaired
 from ortdist.pipeline.steps import check
 
 from .conftest import MakeEnv
-from .helpers import StepEnv, host_of
+from .helpers import StepEnv, host_of, make_wheel
+
+LIBRARY = {"onnxruntime/capi/libonnxruntime.so.1.21.0": b"\x7fELF one build", "onnxruntime/__init__.py": b""}
 
 GOOD: dict[str, Any] = {
     "ok": True,
@@ -35,9 +37,9 @@ def ready(env: StepEnv) -> StepEnv:
         wheel = (
             env.layout.work.host / "wheel" / f"repaired{sfx}" / f"onnxruntime-1.21.0-cp{version.replace('.', '')}.whl"
         )
-        wheel.parent.mkdir(parents=True)
-        wheel.write_bytes(b"PK")
-        wheels[version] = wheel
+        wheels[version] = make_wheel(
+            wheel.parent, wheel.name.replace(".whl", f"-cp{version.replace('.', '')}-linux_x86_64.whl"), LIBRARY
+        )
     env.state.put(Repaired(wheels=wheels, times=PerPython("repair_s", {}, timed=False)))
     return env
 
@@ -76,7 +78,7 @@ def test_each_wheel_is_checked_in_a_clean_root(make_env: MakeEnv) -> None:
     assert main.argv[2].startswith("python3.13 -m venv --without-pip /ortdist/venv && ")
     assert "/usr/share/python-wheels/pip-*.whl" in main.argv[2]
     assert all(" install --quiet --no-compile " in c.argv[2] for c in (main, other))
-    assert "/ortdist/wheel/onnxruntime-1.21.0-cp313.whl" in main.argv[2]
+    assert "/ortdist/wheel/onnxruntime-1.21.0-cp313-cp313-linux_x86_64.whl" in main.argv[2]
     assert "probe.py model.onnx data.npz result.json 1e-05" in main.argv[2]
     binds = {str(b.inside): b for b in main.binds}
     assert (
@@ -95,10 +97,12 @@ def test_each_wheel_is_checked_in_a_clean_root(make_env: MakeEnv) -> None:
         "available_providers": ["CPUExecutionProvider"],
         "outputs": GOOD["outputs"],
         "node_providers": GOOD["node_providers"],
+        "installed": "pip",
     }
-    assert out.others == {"3.11": {"ok": True, "outputs": GOOD["outputs"]}}
+    assert out.others == {"3.11": {"ok": True, "outputs": GOOD["outputs"], "installed": "pip"}}
     assert set(out.manifest()) == {"clean_root_check", "clean_root_check_other_python"}
-    assert not any(env.layout.recipe_work.glob("check-venv*"))  # one venv per version, each removed
+    # pip did not run here, so no venv holds the wheel: the next check installs it again.
+    assert not any(env.layout.recipe_work.glob("check-venv*/.ortdist-installed.json"))
 
 
 def test_the_probes_problems_are_listed(make_env: MakeEnv) -> None:
@@ -267,3 +271,90 @@ def test_a_provider_library_the_probe_did_not_report_fails(make_env: MakeEnv) ->
     env.runner.on("probe.py", probe({**DNNL_GOOD, "provider_libraries": {}}))
     with pytest.raises(CheckError, match=f"{DNNL}: the probe did not load it"):
         check.run(env.ctx, env.state)
+
+
+def pip_installs(cmd: Command) -> Result:
+    """pip in the clean root: the wheel's files under the venv's site-packages, and its RECORD
+    with the lines pip adds; then the probe passes."""
+    import zipfile
+
+    venv, wheel_dir = host_of(cmd, "/ortdist/venv"), host_of(cmd, "/ortdist/wheel")
+    wheel = next(wheel_dir.glob("*.whl"))
+    site = venv / "lib" / "python3.13" / "site-packages"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+        info = next(n.split("/")[0] for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
+    (site / info / "INSTALLER").write_text("pip\n")
+    with (site / info / "RECORD").open("a") as record:
+        record.write(f"{info}/INSTALLER,sha256=x,4\n")
+    return probe(GOOD)(cmd)
+
+
+def rebuilt(env: StepEnv, members: dict[str, bytes]) -> None:
+    """The repair step's wheel of the next build, for the one version."""
+    (wheel,) = env.state.get(Repaired).wheels.values()
+    wheel.unlink()
+    make_wheel(wheel.parent, wheel.name, members)
+
+
+def test_a_wheel_differing_only_in_file_bytes_is_checked_in_the_venv_the_last_check_left(make_env: MakeEnv) -> None:
+    """The patch loop: the relinked library replaced in the venv pip filled for the last wheel
+    (and its RECORD line), no venv made, no pip; the probe runs; the result says how."""
+    env = ready(make_env("cpu-linux", python=("3.13",)))
+    env.runner.on(" install --quiet ", pip_installs)
+    first = check.run(env.ctx, env.state)
+    assert first.main["installed"] == "pip"
+    site = env.layout.recipe_work / "check-venv" / "lib" / "python3.13" / "site-packages"
+    assert (site / "onnxruntime/capi/libonnxruntime.so.1.21.0").read_bytes() == b"\x7fELF one build"
+    env.runner.commands.clear()
+    env.runner.effects.clear()
+    env.runner.on("probe.py", probe(GOOD))
+    rebuilt(env, {**LIBRARY, "onnxruntime/capi/libonnxruntime.so.1.21.0": b"\x7fELF the next build"})
+    second = check.run(env.ctx, env.state)
+    (run,) = env.matching("probe.py")
+    assert " -m venv " not in run.argv[2] and " install " not in run.argv[2]
+    assert run.argv[2].startswith("cd /ortdist/check && /ortdist/venv/bin/python probe.py ")
+    assert second.main["installed"] == "updated: 1 changed file(s) replaced in the venv a passing check left"
+    assert (site / "onnxruntime/capi/libonnxruntime.so.1.21.0").read_bytes() == b"\x7fELF the next build"
+    record = (site / "onnxruntime-1.21.0.dist-info" / "RECORD").read_text()
+    from ortdist.wheel.record import record_line
+
+    assert record_line("onnxruntime/capi/libonnxruntime.so.1.21.0", b"\x7fELF the next build") in record
+    assert "INSTALLER,sha256=x,4" in record  # pip's own lines stay
+    assert (env.layout.recipe_work / "check-venv" / ".ortdist-installed.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        {**LIBRARY, "onnxruntime/capi/libextra.so": b"\x7fELF"},  # a file more
+        {"onnxruntime/capi/libonnxruntime.so.1.21.0": b"\x7fELF one build"},  # a file less
+    ],
+)
+def test_a_wheel_pip_would_install_differently_gets_a_fresh_venv(make_env: MakeEnv, members: dict[str, bytes]) -> None:
+    env = ready(make_env("cpu-linux", python=("3.13",)))
+    env.runner.on(" install --quiet ", pip_installs)
+    check.run(env.ctx, env.state)
+    rebuilt(env, members)
+    env.runner.commands.clear()
+    assert check.run(env.ctx, env.state).main["installed"] == "pip"
+    assert " -m venv --without-pip /ortdist/venv && " in env.only("probe.py").argv[2]
+
+
+def test_a_failed_check_leaves_no_venv_to_update(make_env: MakeEnv) -> None:
+    env = ready(make_env("cpu-linux", python=("3.13",)))
+    env.runner.on(" install --quiet ", pip_installs)
+    check.run(env.ctx, env.state)
+    env.runner.effects.clear()
+    env.runner.on("probe.py", probe({**GOOD, "ok": False, "error": "ImportError: boom"}, returncode=1))
+    rebuilt(env, {**LIBRARY, "onnxruntime/capi/libonnxruntime.so.1.21.0": b"\x7fELF broken"})
+    with pytest.raises(CheckError):
+        check.run(env.ctx, env.state)
+    assert not (env.layout.recipe_work / "check-venv").exists()
+    # An update cut short (its facts removed first) is not trusted either.
+    env.runner.effects.clear()
+    env.runner.on(" install --quiet ", pip_installs)
+    check.run(env.ctx, env.state)
+    (env.layout.recipe_work / "check-venv" / ".ortdist-installed.json").unlink()
+    env.runner.commands.clear()
+    assert check.run(env.ctx, env.state).main["installed"] == "pip"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 from ortdist.manifest import Artifact
 from ortdist.pipeline.runner import Command
@@ -217,3 +218,25 @@ def test_a_clang_cross_compiler_is_asked_for_the_targets_runtime_archives(make_e
     )
     assert f'"$({query} -print-file-name=libstdc++.a)" > runtime-0.nm' in script
     assert "aarch64-linux-gnu-strip --strip-all" in script
+
+
+def test_the_measuring_lanes_run_at_once_and_a_failing_one_fails_the_script(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    from ortdist.pipeline.steps.size import side_by_side
+
+    def run(*lanes: list[str]) -> tuple[int, float]:
+        start = time.monotonic()
+        code = subprocess.run(["/bin/sh", "-ec", side_by_side(*lanes)], cwd=tmp_path, check=False).returncode
+        return code, time.monotonic() - start
+
+    code, seconds = run(["sleep 0.4", "echo a > a"], ["sleep 0.4", "echo b > b"])
+    assert code == 0 and (tmp_path / "a").read_text() == "a\n" and (tmp_path / "b").read_text() == "b\n"
+    assert seconds < 0.75  # at once, not one after the other
+    for lanes in (["false"], ["true"]), (["true"], ["sleep 0.2", "false"]):
+        code, _ = run(*lanes)
+        assert code != 0
+    # A lane stops at its first failure; the other still runs to its end before the script fails.
+    code, _ = run(["false", "echo no > no"], ["sleep 0.2", "echo yes > yes"])
+    assert code != 0 and not (tmp_path / "no").exists() and (tmp_path / "yes").is_file()

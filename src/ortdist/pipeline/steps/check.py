@@ -1,5 +1,7 @@
 """The clean-root check: each wheel installed into a fresh venv in a root with nothing but its
-CPython (a cross target's under the emulator) runs a model; outputs compared with onnx.reference."""
+CPython (a cross target's under the emulator) runs a model; outputs compared with onnx.reference.
+A wheel pip would install as the one the last passing check did, but for some files' bytes, gets
+that venv with those files replaced (checks/installed.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import wheelhouse
+from ...checks import installed
 from ...checks.clean_root import libraries_to_load, verify_check_result, write_check_case
 from ...errors import CheckError
 from ...fsutil import remove_tree
@@ -53,8 +56,6 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path, ro
     cross = ctx.cross
     with ctx.open_log(f"check{sfx}") as out:
         venv = ctx.layout.recipe_work / f"check-venv{sfx}"
-        remove_tree(venv)
-        venv.mkdir(parents=True)
         binds = [
             Bind(wheel.parent, IN_ROOT / "wheel", read_only=True),
             Bind(house, IN_ROOT_WHEELHOUSE, read_only=True),
@@ -80,12 +81,24 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path, ro
         probe = f"probe.py {model_file} data.npz result.json {tolerance}" + (
             f" {','.join(libraries)}" if libraries else ""
         )
-        script = f"{fresh.create_and_install(f'/ortdist/wheel/{wheel.name}')} && {fresh.run(probe, '/ortdist/check')}"
+        key = installed.install_key(wheel, [interpreter, check_root.name, *sorted(p.name for p in house.glob("*.whl"))])
+        kept = installed.kept(venv, key)
+        if kept is not None:  # the wheel pip installed there last, but for some files' bytes
+            replaced = installed.update(venv, wheel, kept)
+            how = f"updated: {len(replaced)} changed file(s) replaced in the venv a passing check left"
+            script = fresh.run(probe, "/ortdist/check")
+        else:
+            remove_tree(venv)
+            venv.mkdir(parents=True)
+            how = "pip"
+            script = (
+                f"{fresh.create_and_install(f'/ortdist/wheel/{wheel.name}')} && {fresh.run(probe, '/ortdist/check')}"
+            )
+        log.info(f"{wheel.name}: installed by {how}")
         # The probe explains failures in result.json; its exit code only confirms them.
         code = ctx.runner.stream(
             Command(("/bin/sh", "-c", script), check_root, tuple(binds)), on_line=log.output, log=out
         )
-        remove_tree(venv)
     result_file = check / "result.json"
     result: dict[str, Any] = json.loads(result_file.read_text()) if result_file.is_file() else {"ok": False}
     problems = (
@@ -94,6 +107,7 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path, ro
         else [f"the probe exited with code {code} before writing its result (venv, pip install or Python failed)"]
     )
     if code != 0 or problems:
+        remove_tree(venv)  # the next check starts from a fresh venv
         raise CheckError(
             "the wheel failed the clean-root check:\n"
             + "\n".join(f"    {p}" for p in problems or ["see log"])
@@ -101,7 +115,9 @@ def check_one(ctx: BuildContext, state: BuildState, python: str, wheel: Path, ro
             where=wheel.name,
             fix=f"full log: {ctx.log_path(f'check{sfx}')}",
         )
+    installed.keep(venv, wheel, key)
     result["root"] = check_root.name
+    result["installed"] = how
     return result
 
 
@@ -143,7 +159,7 @@ def run(ctx: BuildContext, state: BuildState) -> Checks:
             continue
         result = results[python]
         if python != plan.python[0]:
-            others[python] = {"ok": True, "outputs": result["outputs"]}
+            others[python] = {"ok": True, "outputs": result["outputs"], "installed": result["installed"]}
             continue
         main = {
             "ok": True,
@@ -152,6 +168,7 @@ def run(ctx: BuildContext, state: BuildState) -> Checks:
             "available_providers": result["available_providers"],
             "outputs": result["outputs"],
             "node_providers": result["node_providers"],
+            "installed": result["installed"],
         }
     return Checks(main=main, others=others, times=PerPython("check_s", seconds, timed=len(plan.python) > 1))
 

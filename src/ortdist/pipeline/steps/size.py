@@ -49,7 +49,7 @@ def size_baseline(ctx: BuildContext) -> dict[str, Any] | None:
 
 def measure_script(ctx: BuildContext, state: BuildState, archives: list[str]) -> str:
     """strip and nm over the library (relinked without -s when the build strips at link time),
-    the binding and every bundled archive, into work/size/."""
+    the binding and every bundled archive, into work/size/, in two lanes side by side."""
     plan, build = ctx.plan, ctx.layout.build
     work = ctx.layout.work / "size"
     library = f"libonnxruntime.so.{plan.version.version}"
@@ -66,7 +66,7 @@ def measure_script(ctx: BuildContext, state: BuildState, archives: list[str]) ->
         str(work.inside / "lib.unstripped"),
     )
     symbolic = str(work.inside / "lib.unstripped") if relink else str(build.inside / library)
-    lines = [
+    library_lines = [
         *([f"cd {build.inside}", relink] if relink else []),
         f"cd {work.inside}",
         f"{strip} --strip-all -o lib.stripped {build.inside}/{library}",
@@ -74,6 +74,7 @@ def measure_script(ctx: BuildContext, state: BuildState, archives: list[str]) ->
         f"{nm} -S --defined-only {symbolic} > lib.nm",
         f"{nm} -S --defined-only -C {symbolic} > lib.demangled.nm",
     ]
+    lines = [f"cd {work.inside}"]
     if plan.builds_wheel:
         lines.append(f"{strip} --strip-all -o pybind.stripped {build.inside}/{PYBIND}")
     lines += [f"{nm} --defined-only {a} > archive-{i}.nm 2>/dev/null" for i, a in enumerate(archives)]
@@ -85,7 +86,16 @@ def measure_script(ctx: BuildContext, state: BuildState, archives: list[str]) ->
         f'{{ {nm} --defined-only "$({cxx} -print-file-name={name})" > runtime-{i}.nm 2>/dev/null || true; }}'
         for i, name in enumerate(RUNTIME_ARCHIVES)
     ]
-    return " && ".join(lines)
+    # Side by side: the library's own tools, and the binding's strip with the archives' symbols.
+    return side_by_side(library_lines, lines)
+
+
+def side_by_side(*lanes: list[str]) -> str:
+    """A /bin/sh -e script running each lane's commands in order, the lanes at once; it waits for
+    every lane and fails when any did."""
+    started = " ; ".join(f"( {' && '.join(lane)} ) & lane{i}=$!" for i, lane in enumerate(lanes))
+    waited = " ; ".join(f"s{i}=0 ; wait $lane{i} || s{i}=$?" for i in range(len(lanes)))
+    return f"{started} ; {waited} ; " + " && ".join(f"[ $s{i} = 0 ]" for i in range(len(lanes)))
 
 
 def run(ctx: BuildContext, state: BuildState) -> Size:
