@@ -159,3 +159,36 @@ def test_markdown_shows_the_web_module_against_the_stock_one() -> None:
     ) in table
     assert "| 338,796 | 3,225,155 | 0.11x |" in table
     assert "slim-wasm" not in markdown({})
+
+
+def test_one_file_rebuilds_are_the_median_of_their_rounds_with_each_goal() -> None:
+    """Five proven wheels against issue 37's 30 s, one proven wheel (`--python`) against twice
+    build.py's rebuild; each the median run, every round's time shown."""
+    from ortdist.bench.run import median_run
+
+    assert median_run([(31.0, {"build": 1.0}), (29.0, {"build": 2.0}), (40.0, {"build": 3.0})]) == (
+        31.0,
+        {"build": 1.0},
+    )
+    assert median_run([(2.0, {}), (1.0, {})]) == (1.0, {})
+    build = {
+        "buildpy_one_file_s": 5.0,
+        "buildpy_one_file_all_s": [5.0, 4.9, 5.3],
+        "ours_one_file_s": 29.5,
+        "ours_one_file_all_s": [29.5, 31.0, 28.0],
+        "ours_one_file_steps": {"build": 10.0, "repair": 8.0, "configure": 0.0, "total": 29.0},
+        "ours_one_wheel_s": 12.0,
+        "ours_one_wheel_all_s": [12.0, 11.0, 13.0],
+        "ours_one_wheel_steps": {"build": 6.0, "check": 0.4, "total": 11.5},
+        "one_wheel_python": "3.13",
+    }
+    table = markdown({"build": build})
+    assert (
+        "| one-file change to five proven wheels (goal <= 30 s; median of 29.5, 31.0, 28.0 s; build.py's: "
+        "5.0, 4.9, 5.3 s), by step: build 10.0 s, repair 8.0 s | 29.5 s | 5.0 s | 5.90x |"
+    ) in table
+    assert (
+        "| one-file change to one proven wheel (`--python 3.13`) (goal <= 2x build.py: 10.0 s; median of "
+        "12.0, 11.0, 13.0 s; build.py's: 5.0, 4.9, 5.3 s), by step: build 6.0 s | 12.0 s | 5.0 s | 2.40x |"
+    ) in table
+    assert "one proven wheel" not in markdown({"build": {k: v for k, v in build.items() if "one_wheel" not in k}})
