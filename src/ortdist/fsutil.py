@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
+import io
 import os
 import shutil
 import tarfile
@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from . import deflate
 from .errors import OrtdistError
 
 
@@ -187,12 +188,11 @@ TARBALL_LEVEL = 8
 
 
 def deterministic_tarball(tree: Path, archive: Path, top: str, mtime: int) -> None:
-    """A .tar.gz whose bytes depend only on the files: sorted, fixed owner, fixed times."""
-    with (
-        atomic_file(archive) as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime, compresslevel=TARBALL_LEVEL) as gz,
-        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
-    ):
+    """A .tar.gz whose bytes depend only on the files: sorted, fixed owner, fixed times; gzipped
+    in pieces side by side, each large file's bytes a gzip member of their own whose stream is
+    the one the wheels carry for that file (ortdist.deflate)."""
+    tarred, large = io.BytesIO(), []
+    with tarfile.open(fileobj=tarred, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(tree.rglob("*")):
             info = tar.gettarinfo(str(path), arcname=f"{top}/{path.relative_to(tree)}")
             info.uid = info.gid = 0
@@ -201,8 +201,12 @@ def deterministic_tarball(tree: Path, archive: Path, top: str, mtime: int) -> No
             if info.isfile():
                 with path.open("rb") as fh:
                     tar.addfile(info, fh)
+                if info.size >= deflate.SHARED_AT:  # the file's bytes end where its 512-byte padding starts
+                    large.append((tar.offset - -(-info.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE, info.size))
             else:
                 tar.addfile(info)
+    with atomic_file(archive) as raw:
+        raw.write(deflate.gzip_bytes(tarred.getvalue(), TARBALL_LEVEL, mtime, large))
 
 
 def same_file(a: Path, b: Path) -> bool:

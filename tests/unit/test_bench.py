@@ -164,7 +164,7 @@ def test_markdown_shows_the_web_module_against_the_stock_one() -> None:
 def test_one_file_rebuilds_are_the_median_of_their_rounds_with_each_goal() -> None:
     """Five proven wheels against issue 37's 30 s, one proven wheel (`--python`) against twice
     build.py's rebuild; each the median run, every round's time shown."""
-    from ortdist.bench.run import median_run
+    from ortdist.bench.results import median_run
 
     assert median_run([(31.0, {"build": 1.0}), (29.0, {"build": 2.0}), (40.0, {"build": 3.0})]) == (
         31.0,

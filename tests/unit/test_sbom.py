@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ortdist import sbom
+from ortdist import deflate, sbom
 from ortdist.errors import CheckError, PackageError
 from ortdist.patches import read_series
 from ortdist.plan import BuildPlan, make_plan
@@ -294,29 +294,28 @@ def test_the_last_write_of_a_wheel_compresses_every_member_at_its_level(tmp_path
     assert after == len(best.compress(body) + best.flush()) < before
 
 
-def test_a_large_member_every_wheel_carries_is_compressed_once_to_the_bytes_zlib_makes(
+def test_a_large_member_every_wheel_carries_is_compressed_once_in_pieces(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every version's wheel carries the same core library: its compressed stream is made once (the
-    second wheel waits for the first), and a zip written so is the bytes plain zipfile writes."""
-    core = bytes(range(256)) * (record.SHARED_AT // 256 + 1)
+    """Every version's wheel carries the same core library: its stream is made once (the second
+    wheel waits for the first), piece by piece, and the member reads back as the library."""
+    core = bytes(range(256)) * (deflate.SHARED_AT // 256 + 1)
     made: list[int] = []
     real = zlib.compressobj
 
     class Counting:
-        def __init__(self, level: int, *args: int) -> None:
-            self.inner = real(level, *args)
+        def __init__(self, level: int, *args: int, **kwargs: bytes) -> None:
+            self.inner = real(level, *args, **kwargs)
 
         def compress(self, data: bytes) -> bytes:
-            if len(data) >= record.SHARED_AT:
-                made.append(len(data))
+            made.append(len(data))
             return self.inner.compress(data)
 
-        def flush(self) -> bytes:
-            return self.inner.flush()
+        def flush(self, mode: int = zlib.Z_FINISH) -> bytes:
+            return self.inner.flush(mode)
 
-    def counting(level: int, *args: int) -> Any:
-        return Counting(level, *args)
+    def counting(level: int, *args: int, **kwargs: bytes) -> Any:
+        return Counting(level, *args, **kwargs)
 
     wheels = []
     for python in ("cp310", "cp311"):
@@ -325,19 +324,17 @@ def test_a_large_member_every_wheel_carries_is_compressed_once_to_the_bytes_zlib
         with zipfile.ZipFile(wheel, "a") as zf:
             zf.writestr("pkg/libcore.so", core, compress_type=zipfile.ZIP_DEFLATED)
         wheels.append(wheel)
-    monkeypatch.setattr(record.zlib, "compressobj", counting)
-    monkeypatch.setattr(record, "_COMPRESSED", record._Compressed())
+    monkeypatch.setattr(deflate.zlib, "compressobj", counting)
+    monkeypatch.setattr(deflate, "SHARED", deflate.Shared())
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda w: add_to_dist_info(w, {"sboms/ortdist.cdx.json": b"{}\n"}, 1741221472), wheels))
-    assert made == [len(core)]  # once, for two wheels
+    assert sorted(n for n in made if n >= 256) == sorted([deflate.PIECE, len(core) - deflate.PIECE])  # once
+    monkeypatch.undo()
+    expected = b"".join(deflate.piece(core, i, record.COMPRESSLEVEL) for i in range(2))
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as zf:
             assert zf.read("pkg/libcore.so") == core
-    monkeypatch.undo()
-    written = []
-    for kind in (zipfile.ZipFile, record._SharingZipFile):
-        out = tmp_path / f"{kind.__name__}.zip"
-        with kind(out, "w", zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr(zipfile.ZipInfo("pkg/libcore.so", (2024, 1, 1, 0, 0, 0)), core, compresslevel=9)
-        written.append(out.read_bytes())
-    assert written[0] == written[1]
+            info = zf.getinfo("pkg/libcore.so")
+        raw = wheel.read_bytes()
+        start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+        assert raw[start : start + info.compress_size] == expected

@@ -16,6 +16,17 @@ UPSTREAM_EMPTY_ARM64_BYTES = 1_306_224
 SLIM_GOAL_BYTES = UPSTREAM_EMPTY_ARM64_BYTES // 2
 # Issue 37: a one-file change to five proven wheels.
 FIVE_WHEELS_GOAL_S = 30.0
+# One-file-change rebuilds are measured this many times and the median kept: on a shared 2-core
+# machine one rebuild moves by several seconds.
+ONE_FILE_ROUNDS = 3
+
+
+def median_run(runs: list[tuple[float, dict[str, float]]]) -> tuple[float, dict[str, float]]:
+    """The run with the median wall time (an odd count; the lower middle one otherwise)."""
+    ordered = sorted(runs, key=lambda run: run[0])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 # The web part: the slim WebAssembly module against the stock onnxruntime-web module it replaces.
 WEB_RECIPE = "slim-wasm"
 

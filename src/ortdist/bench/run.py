@@ -36,23 +36,13 @@ from ..project import plan_for
 from ..toolchains import Bind, Toolchain, make_toolchain
 from ..wheelhouse import pip_download_argv
 from . import PARTS
+from . import results as tables
 from .buildpy import buildpy_argv
 from .results import SLIM_COMPARED_WITH, SLIM_RECIPE, WEB_RECIPE, markdown, max_output_diff, native_sizes
 
 # A file every CPU build compiles, changed by one comment line for the one-file-change rebuild.
 ONE_FILE = "onnxruntime/core/providers/cpu/math/element_wise_ops.cc"
 IN_ROOT_BENCH = IN_ROOT / "bench"
-# One-file-change rebuilds are measured this many times and the median kept: on a shared 2-core
-# machine one rebuild moves by several seconds.
-ONE_FILE_ROUNDS = 3
-
-
-def median_run(runs: list[tuple[float, dict[str, float]]]) -> tuple[float, dict[str, float]]:
-    """The run with the median wall time (an odd count; the lower middle one otherwise)."""
-    ordered = sorted(runs, key=lambda run: run[0])
-    return ordered[(len(ordered) - 1) // 2]
-
-
 # The real-size models' generator version: bump it when bench/realsize.py changes the graphs.
 REALSIZE_VERSION = "v1"
 THREADS = (1, 2)
@@ -215,24 +205,20 @@ class Bench:
         figures["ours_nox_noop_s"] = self.nox_build(ours_cache)
         python = self.plan.python[0]
         runs: dict[str, list[tuple[float, dict[str, float]]]] = {"buildpy": [], "five": [], "one": []}
-        for _ in range(ONE_FILE_ROUNDS):
-            # Five proven wheels, and build.py on the same change; then one proven wheel
-            # (`--python`, the patch loop's own command) on a change of its own.
-            undo = self.touch_one_file()
-            try:
-                runs["buildpy"].append((self.buildpy("build", their_cache), {}))
-                runs["five"].append((self.ortdist_build(cold_cache=ours_cache), self.last_steps))
-            finally:
-                undo()
-            self.ortdist_build(cold_cache=ours_cache)  # back to the pristine objects
-            undo = self.touch_one_file()
-            try:
-                runs["one"].append((self.ortdist_build("--python", python, cold_cache=ours_cache), self.last_steps))
-            finally:
-                undo()
-            self.ortdist_build(cold_cache=ours_cache)  # every version's wheel back to the pristine objects
+        for _ in range(tables.ONE_FILE_ROUNDS):
+            # Five proven wheels and build.py on one change, one proven wheel (`--python`, the patch
+            # loop's command) on another; each undone and every wheel rebuilt pristine after it.
+            for key, extra in (("five", ()), ("one", ("--python", python))):
+                undo = self.touch_one_file()
+                try:
+                    if key == "five":
+                        runs["buildpy"].append((self.buildpy("build", their_cache), {}))
+                    runs[key].append((self.ortdist_build(*extra, cold_cache=ours_cache), self.last_steps))
+                finally:
+                    undo()
+                self.ortdist_build(cold_cache=ours_cache)
         for key, name in (("buildpy", "buildpy_one_file"), ("five", "ours_one_file"), ("one", "ours_one_wheel")):
-            seconds, steps = median_run(runs[key])
+            seconds, steps = tables.median_run(runs[key])
             figures[f"{name}_s"], figures[f"{name}_all_s"] = seconds, [round(t, 1) for t, _ in runs[key]]
             if steps:
                 figures[f"{name}_steps"] = steps

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
-import threading
 import time
 import zipfile
-import zlib
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
+from .. import deflate
 from ..errors import PackageError
 from ..fsutil import atomic_file
 
@@ -45,63 +42,6 @@ COMPRESSLEVEL = 8
 INTERMEDIATE_LEVEL = 0
 
 
-# A member at least this large is compressed once per content for every wheel of the run (the
-# core library every version's wheel carries): level 8 costs about 1.6 s for each 20 MB.
-SHARED_AT = 1 << 20
-
-
-class _Compressed:
-    """Deflate streams of large members by content, made once for every wheel a build
-    writes (the versions' wheels are repaired side by side: a second asker waits for the first)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._streams: dict[tuple[int, str], Future[bytes]] = {}
-
-    def _claim(self, data: bytes, level: int) -> tuple[Future[bytes], bool]:
-        """The future of ``data``'s stream, and whether the caller is the one to make it."""
-        key = (level, hashlib.sha256(data).hexdigest())
-        with self._lock:
-            found = self._streams.get(key)
-            if found is not None:
-                return found, False
-            made = self._streams[key] = Future()
-            return made, True
-
-    @staticmethod
-    def _make(future: Future[bytes], data: bytes, level: int) -> None:
-        try:
-            compressor = zlib.compressobj(level, zlib.DEFLATED, -15)  # what zipfile's deflate makes
-            future.set_result(compressor.compress(data) + compressor.flush())
-        except BaseException as error:  # a waiter must not wait forever
-            future.set_exception(error)
-            raise
-
-    def stream(self, data: bytes, level: int) -> bytes:
-        future, mine = self._claim(data, level)
-        if mine:
-            self._make(future, data, level)
-        return future.result()
-
-    def prefetch(self, data: bytes, level: int) -> None:
-        """Start ``data``'s stream on the pool: a wheel's large members compress side by side
-        (one wheel's core library and binding: 2 s each) while the writer goes on in order."""
-        future, mine = self._claim(data, level)
-        if mine:
-            _POOL.submit(self._make, future, data, level)
-
-
-_POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="ortdist-deflate")
-_COMPRESSED = _Compressed()
-
-
-def prefetch(data: bytes) -> None:
-    """Start compressing a large file the wheels to come will carry: the install step hands over
-    the core library, which compresses on the pool while that step gzips the C archive."""
-    if len(data) >= SHARED_AT:
-        _COMPRESSED.prefetch(data, COMPRESSLEVEL)
-
-
 class _Deferred:
     """zipfile's compressor for one member, handing the whole stream over at flush (zipfile writes
     a member's bytes in one call): the same bytes zlib makes, shared between wheels."""
@@ -114,16 +54,16 @@ class _Deferred:
         return b""
 
     def flush(self) -> bytes:
-        return _COMPRESSED.stream(bytes(self.data), self.level)
+        return deflate.SHARED.stream(bytes(self.data), self.level)
 
 
 class _SharingZipFile(zipfile.ZipFile):
-    """A ZipFile whose large deflated members come from ``_COMPRESSED``."""
+    """A ZipFile whose large deflated members come from ``deflate.SHARED``."""
 
     def _open_to_write(self, zinfo: zipfile.ZipInfo, force_zip64: bool = False) -> IO[bytes]:
         dest: Any = super()._open_to_write(zinfo, force_zip64)  # type: ignore[misc]
         level = getattr(zinfo, "_compresslevel", None)
-        if zinfo.compress_type == zipfile.ZIP_DEFLATED and level is not None and zinfo.file_size >= SHARED_AT:
+        if zinfo.compress_type == zipfile.ZIP_DEFLATED and level is not None and zinfo.file_size >= deflate.SHARED_AT:
             dest._compressor = _Deferred(level)
         return dest  # type: ignore[no-any-return]
 
@@ -141,10 +81,12 @@ def add_to_dist_info(wheel: Path, files: Mapping[str, bytes], epoch: int) -> Non
         if clash:
             raise PackageError(f"{wheel.name} already has {clash}", where=str(wheel), fix="rebuild the wheel")
         large = {
-            i.filename: zin.read(i.filename) for i in infos if i.filename != record_name and i.file_size >= SHARED_AT
+            i.filename: zin.read(i.filename)
+            for i in infos
+            if i.filename != record_name and i.file_size >= deflate.SHARED_AT
         }
         for data in large.values():
-            _COMPRESSED.prefetch(data, COMPRESSLEVEL)
+            deflate.SHARED.prefetch(data, COMPRESSLEVEL)
         with atomic_file(wheel) as raw, _SharingZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zout:
             for info in infos:
                 if info.filename != record_name:

@@ -7,7 +7,6 @@ from ...checks import elf
 from ...errors import PackageError
 from ...fsutil import deterministic_tarball, remove_tree
 from ...manifest import Artifact
-from ...wheel import record
 from ...wheel.repair import check_no_executable_stack
 from ..context import BuildContext
 from ..sboms import SBOM_IN_ARCHIVE, sbom_inputs
@@ -29,9 +28,6 @@ def run(ctx: BuildContext, state: BuildState) -> CLibrary:
         )
     files = sorted(p for p in install.host.rglob("*.so*") if p.is_file() and not p.is_symlink())
     libraries = [(str(p.relative_to(install.host)), p.read_bytes()) for p in files]
-    if plan.builds_wheel:  # the wheels carry the same core library: its deflate starts on the other core
-        for _, data in libraries:
-            record.prefetch(data)
     check_no_executable_stack(libraries, "cmake --install")
     if plan.toolchain.deps_from_source:
         # Every dependency compiled in: the library promises what the toolchain's glibc does. A
