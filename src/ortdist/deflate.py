@@ -2,12 +2,14 @@
 
 A 20 MB library at zlib level 8 is 1.5 s of one core; cut into PIECE-sized pieces, each compressed
 with the 32 KiB before it as its dictionary and ended on a byte boundary (a sync flush), the pieces
-compress on every core at once and their concatenation is one deflate stream any inflater reads.
-Its bytes depend on the data, the level and PIECE only (not on how many threads made them): a
-wheel or archive stays reproducible. About 5 bytes a piece larger than one zlib stream.
+compress on every core at once, and their concatenation, with an empty final block (END), is one
+deflate stream any inflater reads. Its bytes depend on the data, the level and PIECE only (not on
+how many threads made them): a wheel or archive stays reproducible. About 5 bytes a piece larger
+than one zlib stream.
 
-A large file's stream is also made once per content (SHARED) for every wheel and archive a build
-writes: the C archive and every version's wheel carry the same core library.
+A large file's pieces are also made once per content (SHARED) for every wheel and archive a build
+writes: the C archive and every version's wheel carry the same core library, and a run of pieces
+can sit anywhere inside a longer stream (the C archive's gzip stream holds the library's).
 """
 
 from __future__ import annotations
@@ -28,26 +30,33 @@ POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="o
 SHARED_AT = 1 << 20
 
 
-def piece(data: bytes, index: int, level: int) -> bytes:
-    """Piece ``index`` of ``data``'s stream; the last one ends the stream."""
-    begin, end = index * PIECE, min((index + 1) * PIECE, len(data))
+def piece(data: bytes, begin: int, end: int, level: int) -> bytes:
+    """``data[begin:end]`` compressed with the 32 KiB before it as the dictionary, ended by a sync
+    flush: a piece any number of which, in order, is a deflate stream not yet ended (END ends it)."""
     window = data[max(0, begin - WINDOW) : begin]
     compressor = (
         zlib.compressobj(level, zlib.DEFLATED, -15, zdict=window)
         if window
         else zlib.compressobj(level, zlib.DEFLATED, -15)
     )
-    last = end >= len(data)
-    return compressor.compress(data[begin:end]) + compressor.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+    return compressor.compress(data[begin:end]) + compressor.flush(zlib.Z_SYNC_FLUSH)
 
 
-def start(data: bytes, level: int, future: Future[bytes] | None = None) -> Future[bytes]:
-    """Every piece on the pool; the future (``future``, or a new one) gets their concatenation, or
-    the first error, when the last one ends. No pool thread waits for another: no deadlock."""
+# An empty final block (fixed codes, end of block): what ends a stream of sync-flushed pieces.
+END = b"\x03\x00"
+
+
+def open_stream(
+    data: bytes, level: int, begin: int = 0, end: int | None = None, future: Future[bytes] | None = None
+) -> Future[bytes]:
+    """``data[begin:end]``'s pieces (every PIECE bytes from ``begin``) on the pool; the future
+    (``future``, or a new one) gets their concatenation, not ended, or the first error, when the
+    last one ends. No pool thread waits for another: no deadlock."""
     out: Future[bytes] = future if future is not None else Future()
-    count = max(1, -(-len(data) // PIECE))
-    pieces = [POOL.submit(piece, data, i, level) for i in range(count)]
-    left, lock = [count], threading.Lock()
+    stop = len(data) if end is None else end
+    bounds = [(at, min(at + PIECE, stop)) for at in range(begin, stop, PIECE)] or [(begin, begin)]
+    pieces = [POOL.submit(piece, data, a, b, level) for a, b in bounds]
+    left, lock = [len(pieces)], threading.Lock()
 
     def done(_: Future[bytes]) -> None:
         with lock:
@@ -66,60 +75,53 @@ def start(data: bytes, level: int, future: Future[bytes] | None = None) -> Futur
 
 
 class Shared:
-    """Streams of large files by content, made once for every wheel and archive a build writes
-    (the versions' wheels are repaired side by side: a second asker waits for the first)."""
+    """Streams of large files by content, not ended, made once for every wheel and archive a build
+    writes (the versions' wheels are repaired side by side: a second asker waits for the first)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._streams: dict[tuple[int, str], Future[bytes]] = {}
 
-    def _claim(self, data: bytes, level: int) -> tuple[Future[bytes], bool]:
-        """The future of ``data``'s stream, and whether the caller is the one to make it."""
+    def _future(self, data: bytes, level: int) -> Future[bytes]:
         key = (level, hashlib.sha256(data).hexdigest())
         with self._lock:
             found = self._streams.get(key)
-            if found is not None:
-                return found, False
-            made = self._streams[key] = Future()
-            return made, True
+            if found is None:
+                found = self._streams[key] = Future()
+                open_stream(data, level, future=found)
+            return found
 
     def prefetch(self, data: bytes, level: int) -> None:
         """Start ``data``'s stream: a writer goes on with other members meanwhile."""
-        future, mine = self._claim(data, level)
-        if mine:
-            start(data, level, future)
+        self._future(data, level)
+
+    def open(self, data: bytes, level: int) -> bytes:
+        """``data``'s pieces, not ended: to go inside a longer stream (a gzip file's)."""
+        return self._future(data, level).result()
 
     def stream(self, data: bytes, level: int) -> bytes:
-        future, mine = self._claim(data, level)
-        if mine:
-            start(data, level, future)
-        return future.result()
+        """``data``'s whole raw deflate stream (a zip member's)."""
+        return self.open(data, level) + END
 
 
 SHARED = Shared()
 
 
-def gzip_member(data: bytes, level: int, mtime: int) -> bytes:
-    """One gzip member of ``data`` (no name), its stream made in pieces, a large one's from SHARED;
-    the header is the one Python's gzip module writes."""
+def gzip_bytes(data: bytes, level: int, mtime: int, shared: Sequence[tuple[int, int]] = ()) -> bytes:
+    """A gzip file of ``data`` (one member, no name, the header Python's gzip module writes), its
+    stream made in pieces; with ``shared`` ((offset, size) of large files' bytes in ``data``), each
+    such file's pieces are the ones SHARED made for it, which the wheels carry too. One stream,
+    one member: every gzip reader, Python's streaming tarfile included, reads it."""
     extra_flags = 2 if level == 9 else 4 if level == 1 else 0
     header = b"\x1f\x8b\x08\x00" + struct.pack("<I", mtime) + bytes([extra_flags, 255])
-    trailer = struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
-    stream = SHARED.stream(data, level) if len(data) >= SHARED_AT else start(data, level).result()
-    return header + stream + trailer
-
-
-def gzip_bytes(data: bytes, level: int, mtime: int, shared: Sequence[tuple[int, int]] = ()) -> bytes:
-    """A gzip file of ``data``: one member, or, with ``shared`` ((offset, size) of large files'
-    bytes in ``data``, in order), a member for each such file (its stream from SHARED, the one the
-    wheels carry) and one for each run of bytes between them. gzip, tar and Python read the
-    members of a file as one stream."""
-    members, at = [], 0
+    parts: list[Future[bytes] | bytes] = []
+    at = 0
     for offset, size in sorted(shared):
         if offset > at:
-            members.append(gzip_member(data[at:offset], level, mtime))
-        members.append(gzip_member(data[offset : offset + size], level, mtime))
+            parts.append(open_stream(data, level, at, offset))
+        parts.append(SHARED.open(data[offset : offset + size], level))
         at = offset + size
-    if at < len(data) or not members:
-        members.append(gzip_member(data[at:], level, mtime))
-    return b"".join(members)
+    if at < len(data) or not parts:
+        parts.append(open_stream(data, level, at))
+    body = b"".join(p if isinstance(p, bytes) else p.result() for p in parts)
+    return header + body + END + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)

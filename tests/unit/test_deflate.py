@@ -25,19 +25,34 @@ def _text(size: int) -> bytes:
 
 def test_pieces_make_one_deflate_stream_whatever_made_them() -> None:
     """Matches reach back into the piece before (its last 32 KiB is the next one's dictionary), the
-    pieces inflate as one stream, and the stream is the same made one by one or side by side."""
+    pieces and END inflate as one stream, and the stream is the same made one by one or side by side."""
     data = _text(3 * deflate.PIECE)
-    pieces = [deflate.piece(data, i, 8) for i in range(-(-len(data) // deflate.PIECE))]
-    assert len(pieces) == 4
-    stream = b"".join(pieces)
+    bounds = [(a, min(a + deflate.PIECE, len(data))) for a in range(0, len(data), deflate.PIECE)]
+    assert len(bounds) == 4
+    stream = b"".join(deflate.piece(data, a, b, 8) for a, b in bounds) + deflate.END
     assert zlib.decompress(stream, -15) == data
     whole = zlib.compressobj(8, zlib.DEFLATED, -15)
     single = len(whole.compress(data) + whole.flush())
     assert single <= len(stream) <= single * 1.01  # the dictionaries keep what splitting would lose
     with ThreadPoolExecutor(4) as pool:
-        assert b"".join(pool.map(lambda i: deflate.piece(data, i, 8), range(4))) == stream
-    assert deflate.start(data, 8).result() == stream
-    assert zlib.decompress(deflate.start(b"", 8).result(), -15) == b""  # an empty file: one empty piece
+        assert b"".join(pool.map(lambda ab: deflate.piece(data, *ab, 8), bounds)) + deflate.END == stream
+    assert deflate.open_stream(data, 8).result() + deflate.END == stream
+    assert deflate.Shared().stream(data, 8) == stream
+    assert zlib.decompress(deflate.open_stream(b"", 8).result() + deflate.END, -15) == b""  # an empty file
+
+
+def test_a_run_of_pieces_sits_inside_a_longer_stream() -> None:
+    """What the C archive does with the core library: pieces made for the file alone, between
+    pieces of what comes before and after it, inflate as the whole."""
+    before, middle, after = _text(5000), _text(deflate.PIECE + 9)[::-1], _text(70_000)
+    whole = before + middle + after
+    stream = (
+        deflate.open_stream(whole, 8, 0, len(before)).result()
+        + deflate.Shared().open(middle, 8)
+        + deflate.open_stream(whole, 8, len(before) + len(middle)).result()
+        + deflate.END
+    )
+    assert zlib.decompress(stream, -15) == whole
 
 
 def test_a_gzip_file_in_pieces_reads_back_with_pythons_header() -> None:
@@ -76,8 +91,8 @@ def test_the_tarball_is_the_same_bytes_every_time_and_opens(tmp_path: Path) -> N
 def test_a_large_file_of_an_archive_is_the_stream_the_wheels_carry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The C archive and the wheels carry the same core library: its bytes are a gzip member of
-    their own whose stream comes from deflate.SHARED, made once for both."""
+    """The C archive and the wheels carry the same core library: its pieces inside the archive's
+    one gzip stream are the ones deflate.SHARED made, which a wheel's member holds (ended)."""
     monkeypatch.setattr(deflate, "SHARED", deflate.Shared())
     tree = tmp_path / "tree"
     (tree / "lib").mkdir(parents=True)
@@ -86,12 +101,12 @@ def test_a_large_file_of_an_archive_is_the_stream_the_wheels_carry(
     (tree / "a.h").write_text("int a;\n")
     archive = tmp_path / "c.tar.gz"
     deterministic_tarball(tree, archive, "top", 1741221472)
-    stream = deflate.SHARED.stream(big, TARBALL_LEVEL)  # already made: the archive's
+    stream = deflate.SHARED.stream(big, TARBALL_LEVEL)  # already made: the archive's pieces, ended
     raw = archive.read_bytes()
-    member = raw.index(stream)
-    assert raw[member - 10 : member - 6] == b"\x1f\x8b\x08\x00"  # a gzip member starts right before it
-    assert raw[member + len(stream) : member + len(stream) + 8][4:] == len(big).to_bytes(4, "little")
-    with tarfile.open(archive, "r:gz") as tar:
-        extracted = tar.extractfile("top/lib/libonnxruntime.so")
-        assert extracted is not None and extracted.read() == big
-    assert gzip.decompress(raw)[:512]  # gzip reads every member on
+    assert stream[: -len(deflate.END)] in raw and raw.count(b"\x1f\x8b\x08") == 1  # inside one member
+    for mode in ("r:gz", "r|gz"):  # Python's streaming reader too, which reads one gzip member only
+        with tarfile.open(archive, mode) as tar:
+            for member in tar:
+                if member.name == "top/lib/libonnxruntime.so":
+                    extracted = tar.extractfile(member)
+                    assert extracted is not None and extracted.read() == big
