@@ -188,9 +188,9 @@ TARBALL_LEVEL = 8
 
 
 def deterministic_tarball(tree: Path, archive: Path, top: str, mtime: int) -> None:
-    """A .tar.gz whose bytes depend only on the files: sorted, fixed owner, fixed times; gzipped
-    in pieces side by side, each large file's bytes a gzip member of their own whose stream is
-    the one the wheels carry for that file (ortdist.deflate)."""
+    """A .tar.gz whose bytes depend only on the files: sorted, fixed owner, fixed times; one gzip
+    stream made in pieces side by side, a large file's pieces the ones the wheels carry for that
+    file (ortdist.deflate)."""
     tarred, large = io.BytesIO(), []
     with tarfile.open(fileobj=tarred, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(tree.rglob("*")):

@@ -43,7 +43,7 @@ def _record(data: bytes) -> dict[str, str]:
 
 def install_key(wheel: Path, facts: Sequence[str]) -> str:
     """What pip's install of ``wheel`` depends on besides its files' bytes, with ``facts`` (the
-    interpreter, the root, the wheelhouse's wheels). Unreadable: a key no venv was kept for."""
+    interpreter, the root, the wheelhouse's wheels)."""
     digest = hashlib.sha256(json.dumps(list(facts)).encode())
     with zipfile.ZipFile(wheel) as zf:
         infos = sorted(zf.infolist(), key=lambda i: i.filename)

@@ -44,7 +44,7 @@ INTERMEDIATE_LEVEL = 0
 
 class _Deferred:
     """zipfile's compressor for one member, handing the whole stream over at flush (zipfile writes
-    a member's bytes in one call): the same bytes zlib makes, shared between wheels."""
+    a member's bytes in one call): deflate.SHARED's stream, made once for every wheel and archive."""
 
     def __init__(self, level: int) -> None:
         self.level, self.data = level, bytearray()

@@ -74,20 +74,20 @@ def measure_script(ctx: BuildContext, state: BuildState, archives: list[str]) ->
         f"{nm} -S --defined-only {symbolic} > lib.nm",
         f"{nm} -S --defined-only -C {symbolic} > lib.demangled.nm",
     ]
-    lines = [f"cd {work.inside}"]
+    archive_lines = [f"cd {work.inside}"]
     if plan.builds_wheel:
-        lines.append(f"{strip} --strip-all -o pybind.stripped {build.inside}/{PYBIND}")
-    lines += [f"{nm} --defined-only {a} > archive-{i}.nm 2>/dev/null" for i, a in enumerate(archives)]
+        archive_lines.append(f"{strip} --strip-all -o pybind.stripped {build.inside}/{PYBIND}")
+    archive_lines += [f"{nm} --defined-only {a} > archive-{i}.nm 2>/dev/null" for i, a in enumerate(archives)]
     # -print-file-name: a clang cross compiler finds the target's runtime archives only when told
     # the target, sysroot and --gcc-toolchain as well; a GCC one is the compiler the build ran.
     compiler = ctx.compiler(state.roots)
     cxx = compiler.shell("cxx") if compiler.clang else plan.cmake_defines.get("CMAKE_CXX_COMPILER") or ctx.tool("g++")
-    lines += [
+    archive_lines += [
         f'{{ {nm} --defined-only "$({cxx} -print-file-name={name})" > runtime-{i}.nm 2>/dev/null || true; }}'
         for i, name in enumerate(RUNTIME_ARCHIVES)
     ]
     # Side by side: the library's own tools, and the binding's strip with the archives' symbols.
-    return side_by_side(library_lines, lines)
+    return side_by_side(library_lines, archive_lines)
 
 
 def side_by_side(*lanes: list[str]) -> str:
