@@ -125,7 +125,9 @@ def test_the_binding_is_rebuilt_from_the_main_builds_own_commands() -> None:
     """Read inside CMake's graph: compiles wait for what the main binding's compiles wait for
     (generated headers), the link for the main binding (every archive both link is made first);
     a compile writing its dependencies (-MF) is rebuilt when a header it read changes."""
-    text = binding.binding_ninja(COMMANDS, MAIN, OTHER, "/ortdist/work/binding-3.11")
+    graph = binding.binding_ninja(COMMANDS, MAIN, OTHER, "/ortdist/work/binding-3.11")
+    text = graph.ninja
+    assert graph.unity is None  # a.cc and b.cc have different flags: each compiles on its own
     builds = [line for line in text.splitlines() if line.startswith("build ")]
     out = "/ortdist/work/binding-3.11"
     order = "|| cmake_object_order_depends_target_onnxruntime_pybind11_state"
@@ -142,6 +144,44 @@ def test_the_binding_is_rebuilt_from_the_main_builds_own_commands() -> None:
     assert "cmake -E copy" not in text  # nor are CMake's post-build copies repeated
     assert "$$ORIGIN" in text  # ninja's escape for the link's literal $ORIGIN
     assert "  command = $cmd" in text  # run where ninja runs CMake's, in the build tree
+
+
+def _same_flags(*names: str) -> str:
+    compiles = [
+        f"ccache /usr/bin/c++ -DX {PY_FLAGS} -O3 -MD -MT {OBJ}/{n}.o -MF {OBJ}/{n}.o.d -o {OBJ}/{n}.o "
+        f"-c /ortdist/source/onnxruntime/python/{n}"
+        for n in names
+    ]
+    objects = " ".join(f"{OBJ}/{n}.o" for n in names)
+    return "\n".join([*compiles, f": && /usr/bin/c++ -shared -o onnxruntime_pybind11_state.so {objects} libx.a"])
+
+
+def test_sources_with_one_set_of_flags_compile_as_one_unit_the_numpy_table_owner_first() -> None:
+    """pybind11's templates are then instantiated once, not per source; the unit that defines
+    numpy's API table must include numpy's headers before the units that only declare it."""
+    names = ("onnxruntime_pybind_iobinding.cc", "onnxruntime_pybind_state.cc", "onnxruntime_pybind_lora.cc")
+    out = "/ortdist/work/binding-3.11"
+    graph = binding.binding_ninja(_same_flags(*names), MAIN, OTHER, out)
+    src = "/ortdist/source/onnxruntime/python"
+    assert graph.unity is not None
+    assert [line for line in graph.unity.splitlines() if line.startswith("#include")] == [
+        f'#include "{src}/onnxruntime_pybind_state.cc"',
+        f'#include "{src}/onnxruntime_pybind_iobinding.cc"',
+        f'#include "{src}/onnxruntime_pybind_lora.cc"',
+    ]
+    unit = f"{out}/{OBJ.split('/')[0]}/onnxruntime_pybind11_state.dir/onnxruntime_pybind11_state_unity.cc.o"
+    builds = [line for line in graph.ninja.splitlines() if line.startswith("build ")]
+    assert builds == [
+        f"build {unit}: compile {out}/onnxruntime_pybind11_state_unity.cc | "
+        + " ".join(f"{src}/{n}" for n in names)  # a changed source recompiles the unit
+        + " || cmake_object_order_depends_target_onnxruntime_pybind11_state",
+        f"build {out}/onnxruntime_pybind11_state.so: run {unit} | onnxruntime_pybind11_state.so",
+    ]
+    assert f"-MF {unit}.d -o {unit} -c {out}/onnxruntime_pybind11_state_unity.cc" in graph.ninja
+    link = graph.ninja.split("  cmd = ")[-1]
+    assert f"-o {out}/onnxruntime_pybind11_state.so {unit} libx.a\n" in link  # the unit's object only
+    # Without the table's owner, or with flags that differ, each source compiles on its own.
+    assert binding.binding_ninja(_same_flags(names[0], names[2]), MAIN, OTHER, out).unity is None
 
 
 def test_the_top_file_reads_cmakes_graph_and_every_versions() -> None:

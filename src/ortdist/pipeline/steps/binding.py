@@ -49,9 +49,12 @@ def write_graph(ctx: BuildContext, state: BuildState) -> str:
         headers = binding.Headers(
             python=layout["include"], numpy=layout["numpy_include"], extra=(layout["multiarch_include"],)
         )
-        (out.host / "build.ninja").write_text(
-            binding.binding_ninja(listed, main, headers, out_dir(ctx, version)), encoding="utf-8"
-        )
+        graph = binding.binding_ninja(listed, main, headers, out_dir(ctx, version))
+        (out.host / "build.ninja").write_text(graph.ninja, encoding="utf-8")
+        unity = out.host / binding.UNITY
+        # Rewritten only when it changes: a newer file would recompile the unit.
+        if graph.unity is not None and (not unity.is_file() or unity.read_text(encoding="utf-8") != graph.unity):
+            unity.write_text(graph.unity, encoding="utf-8")
         files.append(str(out.inside / "build.ninja"))
         modules.append(f"{out_dir(ctx, version)}/{binding.MODULE}")
     (build.host / binding.TOP).write_text(binding.top_ninja(files, modules), encoding="utf-8")
