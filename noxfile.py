@@ -159,7 +159,7 @@ def plan(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Benchmarks vs ORT's build.py and PyPI's wheel -> dist/bench/results.{json,md} (~1 h; -- --only PART)."""
+    """Benchmarks vs ORT's build.py and PyPI's wheel -> dist/bench/results.{json,md} (~2 h; -- --only PART)."""
     _install_ortdist(session)
     session.install(ORT_CONTROL)  # its quantize_static makes the real-size models' QDQ variants
     session.run("ortdist", "bench", *session.posargs)
