@@ -493,6 +493,7 @@ def test_one_core_five_pythons(
     3.14 sid's (unpacked), 3.10 and 3.12 the host's (pyenv). The core is compiled once, only the
     binding again per version, and every wheel passes the clean-root check and the whole smoke
     suite under its own interpreter, with the cp313 wheel's CPU node-test results."""
+    from ortdist import binding
     from ortdist.paths import Cache
 
     out, manifest, _ = built
@@ -513,11 +514,13 @@ def test_one_core_five_pythons(
     core = ("libonnxruntime_framework.a", "libonnxruntime_providers.a", "libonnxruntime_mlas.a")
     node = our_smoke["3.13"][0]["node_tests"]["CPUExecutionProvider"]
     for version in [v for v in wheels if v != "3.13"]:
-        # the binding's build compiles the binding's own sources only and links the core's archives
+        # the binding's build compiles one unit of the binding's own sources and links the core's archives
         ninja = (Cache.default().work("cpu-linux") / "work" / f"binding-{version}" / "build.ninja").read_text()
         edges = dict(line[len("build ") :].split(": ", 1) for line in ninja.splitlines() if line.startswith("build "))
-        compiled = [target for target in edges if target.endswith(".o")]
-        assert compiled and all("/ortdist/source/onnxruntime/python/" in target for target in compiled), compiled
+        (unit,) = [target for target in edges if target.endswith(".o")]
+        sources = edges[unit].split(" || ")[0].split(" | ")[1].split()
+        assert unit.endswith(f"{binding.UNITY}.o") and len(sources) == 11, edges[unit]
+        assert all(s.startswith("/ortdist/source/onnxruntime/python/onnxruntime_pybind") for s in sources), sources
         (module,) = [target for target in edges if target.endswith("onnxruntime_pybind11_state.so")]
         # linked after the main binding (every archive both need is made by then), from the same archives
         assert edges[module].endswith("| onnxruntime_pybind11_state.so"), edges[module][-200:]
