@@ -163,6 +163,15 @@ def atomic_write_text(dest: Path, text: str) -> None:
         out.write(text)
 
 
+def write_if_changed(dest: Path, text: str) -> bool:
+    """Write ``text`` only where it differs from what ``dest`` holds: a file ninja reads keeps its
+    mtime, so nothing rebuilds for the same bytes. Returns whether it wrote."""
+    if dest.is_file() and dest.read_text(encoding="utf-8") == text:
+        return False
+    dest.write_text(text, encoding="utf-8")
+    return True
+
+
 def sync_tree(src: Path, dest: Path) -> int:
     """Make ``dest`` hold exactly ``src``'s files, rewriting only those whose bytes differ, so
     ninja recompiles only what really changed. Returns how many files were written."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ... import binding, ninjalog
 from ...errors import BuildError
+from ...fsutil import write_if_changed
 from ...inroot import python_layout
 from .. import reuse
 from ..context import BuildContext
@@ -51,10 +52,8 @@ def write_graph(ctx: BuildContext, state: BuildState) -> str:
         )
         graph = binding.binding_ninja(listed, main, headers, out_dir(ctx, version))
         (out.host / "build.ninja").write_text(graph.ninja, encoding="utf-8")
-        unity = out.host / binding.UNITY
-        # Rewritten only when it changes: a newer file would recompile the unit.
-        if graph.unity is not None and (not unity.is_file() or unity.read_text(encoding="utf-8") != graph.unity):
-            unity.write_text(graph.unity, encoding="utf-8")
+        if graph.unity is not None:  # the same text keeps its mtime: the unit is not recompiled
+            write_if_changed(out.host / binding.UNITY, graph.unity)
         files.append(str(out.inside / "build.ninja"))
         modules.append(f"{out_dir(ctx, version)}/{binding.MODULE}")
     (build.host / binding.TOP).write_text(binding.top_ninja(files, modules), encoding="utf-8")

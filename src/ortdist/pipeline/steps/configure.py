@@ -6,7 +6,7 @@ from __future__ import annotations
 from ... import relro
 from ...defines import SHARED_LINKER_FLAGS
 from ...errors import BuildError
-from ...fsutil import remove_tree, sync_tree
+from ...fsutil import remove_tree, sync_tree, write_if_changed
 from ...log import log
 from ...paths import IN_ROOT_SOURCE
 from ...plan import BuildPlan
@@ -58,8 +58,7 @@ def write_relro_script(ctx: BuildContext, state: BuildState) -> None:
     ).stdout
     script = relro.common_page_script(verbose, ld)
     target = ctx.layout.build.host / relro.SCRIPT_NAME
-    if not target.is_file() or target.read_text(encoding="utf-8") != script:
-        target.write_text(script, encoding="utf-8")
+    if write_if_changed(target, script):
         log.info(f"RELRO ends on the common page: {relro.SCRIPT_NAME} from {ld}'s default script")
 
 
