@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import ci_policy
 from ortdist import run, sources
 from ortdist.recipe import Recipe, load_recipe
 
@@ -20,105 +21,32 @@ INTEGRATION = "integration"
 # A test of a recipe other than the main one is marked recipe_tree("<name>"): each such recipe is a
 # full ORT compile (25-60 min cold on 2 cores), and CI's 90 minutes from a cold machine hold the main
 # recipe and the checks around it. Such a test runs when the recipe's build tree is cached
-# (`nox -s build-<name>` once) or ORTDIST_TEST_RECIPES names the recipe ("all": every recipe, the
-# release gate); otherwise it is deselected, and the claims table at the end of the run says that
-# recipe's claims were NOT proven by this run.
+# (`nox -s build-<name>` once), when ORTDIST_TEST_RECIPES names the recipe ("all": every recipe, the
+# release gate), or when CI's rotation picks it; otherwise it is deselected, and the claims table at
+# the end of the run says that recipe's claims were NOT proven by this run.
 RECIPE_TREE = "recipe_tree"
-MAIN_RECIPE = "cpu-linux"  # its tests (and the tooling's) are never deselected, but on a slow day
-MAIN_BUILD = "main_build"  # the main recipe's tests that read its own build
 GPU_CLAIM = "GPU (CUDA on a device)"
+# What CI's 90 minutes hold (tests/ci_policy.py, the measured costs in tests/ci_costs.toml): the main
+# recipe is proven in every CI run (with fewer wheels on a slow machine, or CI fails saying why), and
+# a run with time left builds the rotation's next recipe from cold.
+COSTS = ci_policy.load_costs()
+MAIN_RECIPE = COSTS.main_recipe
+# Where each run's claims go (claims.json and claims.txt): ORTDIST_TEST_RESULTS, else test-results/.
+RESULTS = "ORTDIST_TEST_RESULTS"
 
 
-# CI's rotation. A CI run (CI set, ORTDIST_TEST_RECIPES unset) also builds ONE recipe of this table
-# from cold, so successive landings cover each in turn: the commit orders the table, and the first
-# uncached entry that what is left of CI's budget holds is built, after everything else. An entry
-# holds if its measured cost (below) x this run's pace x MARGIN fits: a run that reached the pick
-# later than a cold run on the measuring machine did (COLD_MAIN_S) is on a slower machine, and the
-# cost scales with it. Where the budget holds the entry only with fewer wheels, it is built for
-# `python` alone (what its tests read: the core's Python and bookworm's 3.11 for the compat root);
-# the manifest and the claims table name the Pythons left out. Entries left out say why in the claims
-# table. Recipes not here (the oneDNN ones, CUDA: a full cold compile each, 40-60 min) are proven by
-# a cached tree or the release gate.
-@dataclasses.dataclass(frozen=True)
-class RotationEntry:
-    """What one rotation recipe's build and tests took, in seconds, on a 2-core machine right after a
-    cold cpu-linux build (its compiler cache warm, as in a cold CI run)."""
-
-    every_python_s: int  # wheels for every Python the recipe lists
-    core_s: int  # wheels for `python` only (one extra binding instead of four)
-    python: tuple[str, ...] = ("3.13", "3.11")
-
-
-# xnnpack-linux: 1,200 s with every Python (cpu-linux's tree cached), 575 with 3.13 and 3.11 in the cold
-# CI run of 2026-11-27 (build 555 s, compile 380). slim-linux: 1,700 s measured with every Python;
-# its core_s is that less three of its bindings (not measured alone).
-ROTATION = {"slim-linux": RotationEntry(1_700, 1_450), "xnnpack-linux": RotationEntry(1_200, 600)}
-CI_BUDGET_S = 90 * 60
-CI_RESERVE_S = 5 * 60  # what follows the integration tests: the unit tests under Debian's python3
-COLD_MAIN_S = 3_650  # a cold .ci/run on the measuring machine, up to the pick (cpu-linux and its tests)
-MARGIN = 1.25
-MAIN_MARGIN = 1.15  # the slow-day check's: the pace probe's own spread on the measuring machine (+-11%)
-
-
-# A slow day. Machines of one kind differ about 2x, and the main recipe's cold build and tests
-# (COLD_MAIN_S on the measuring machine) would not fit CI's budget on the slowest. So on a cold
-# cache CI first times a fixed single-threaded workload (pace_probe: PROBE_S on the measuring
-# machine); where COLD_MAIN_S x that pace x MAIN_MARGIN does not fit what is left, the run proves
-# SLOW_DAY_RECIPE from cold instead, first, and the main recipe's build tests (marked main_build)
-# read NOT PROVEN in the claims table. slim-linux is a smaller real build of the same kind: the
-# same toolchain, root, compiler and glibc 2.17 promise, the same steps (configure, core and four
-# extra bindings, wheels for every Python, repair, ELF and clean-root checks, compat roots), a
-# third of the compile (a minimal build). ORTDIST_CI_PACE overrides the probe (a rehearsal).
-SLOW_DAY_RECIPE = "slim-linux"
-PROBE_S = 0.50  # the probe's best of nine on the measuring machine (0.44-0.55 over six tries there)
-
-
-def pace_probe() -> float:
-    """This machine's pace against the measuring one (>1: slower): a fixed single-threaded
-    workload, the best of nine runs (a shared VM's noise only ever slows a run down)."""
+def pace() -> float:
+    """This machine's pace against the measuring one: ORTDIST_CI_PACE (a rehearsal of a slow day on a
+    fast machine), else the probe."""
     forced = os.environ.get("ORTDIST_CI_PACE", "").strip()
-    if forced:
-        return float(forced)
-    best = float("inf")
-    for _ in range(9):
-        started = time.perf_counter()
-        table: dict[str, int] = {}
-        for i in range(400_000):
-            table[f"{i * 7919 % 1_000_003:x}"] = i
-        sorted(table.items())
-        best = min(best, time.perf_counter() - started)
-    return best / PROBE_S
+    return float(forced) if forced else ci_policy.pace_probe(COSTS)
 
 
-def slow_day(elapsed: float) -> str:
-    """Why this cold run cannot hold the main recipe ("" where it can), ``elapsed`` seconds in."""
-    pace = pace_probe()
-    left = CI_BUDGET_S - CI_RESERVE_S - elapsed
-    need = COLD_MAIN_S * pace * MAIN_MARGIN
-    if need <= left:
-        return ""
-    return (
-        f"a slow machine (pace probe x{pace:.2f}): its cold build and tests need ~{need / 60:.0f} min "
-        f"({COLD_MAIN_S / 60:.0f} measured, x{pace:.2f}, x{MAIN_MARGIN:g}), {max(left, 0) / 60:.0f} are left of CI's "
-        f"{CI_BUDGET_S // 60}; {SLOW_DAY_RECIPE} was proven from cold in its place"
-    )
-
-
-def ci_commit() -> str:
-    """The commit under test: GITHUB_SHA on GitHub Actions, else the checkout's HEAD."""
-    sha = os.environ.get("GITHUB_SHA", "")
-    if sha:
-        return sha
-    proc = subprocess.run(["git", "-C", str(PROJECT), "rev-parse", "HEAD"], text=True, capture_output=True, check=False)
-    return proc.stdout.strip() if proc.returncode == 0 else ""
-
-
-def rotation_order(commit: str) -> list[str]:
-    """The rotation's recipes in the order ``commit`` (hex) tries them: successive commits start at
-    every entry in turn."""
-    names = sorted(ROTATION)
-    start = int(commit[:12], 16) % len(names)
-    return names[start:] + names[:start]
+def landing_turn() -> int:
+    """The landing number that orders the rotation: ORTDIST_CI_TURN (a rehearsal of another
+    landing's order), else the commit count of HEAD's history (tests/ci_policy.py)."""
+    forced = os.environ.get("ORTDIST_CI_TURN", "").strip()
+    return int(forced) if forced else ci_policy.landing_turn(PROJECT)
 
 
 def ci_started() -> float:
@@ -167,25 +95,33 @@ class Claim:
     """What this run did for one claim group: how its tree started, and its tests' outcomes."""
 
     cached: bool
-    rotation: str = ""  # the commit, where this group is a rotation recipe this run may build from cold
+    turn: int | None = None  # the landing number, where this group is a rotation recipe this run may build
     built_cold: bool = False  # the rotation's cold build of this run
+    python: tuple[str, ...] | None = None  # the Pythons its build was given, where CI's time gave fewer
     python_left_out: tuple[str, ...] = ()  # the Pythons the cold build left out for CI's time
+    slow_day: str = ""  # the main recipe's, on a slow machine: why it was built with fewer wheels
     left_out: str = ""  # why this rotation recipe was not built (CI's time, or another one was)
-    slow_day: str = ""  # the main recipe's, on a slow day: why its build tests were left out
-    stand_in: bool = False  # the slow-day recipe, proven from cold in the main recipe's place
     deselected: int = 0  # not run: no cached build tree
     unselected: int = 0  # not run: left out by -k/-m or the paths given
     passed: int = 0
     failed: int = 0
     skipped: int = 0
 
+    def status(self) -> str:
+        """One word for the record: failed, not-proven, partly-proven, proven-cold or proven-cached."""
+        if self.failed:
+            return "failed"
+        if self.left_out or self.skipped or not self.passed:
+            return "not-proven"
+        if self.unselected:
+            return "partly-proven"
+        return "proven-cached" if self.cached else "proven-cold"
+
     def verdict(self) -> str:
         if self.failed:
             return f"FAILED: {self.failed} test(s) failed"
         if self.left_out:
-            return f"NOT PROVEN: the rotation for {self.rotation[:12]} left it out: {self.left_out}"
-        if self.slow_day:
-            return f"NOT PROVEN: {self.deselected} build test(s) left out on {self.slow_day} ({self.passed} passed)"
+            return f"NOT PROVEN: the rotation for landing {self.turn} left it out: {self.left_out}"
         if self.deselected and not (self.passed or self.skipped):
             return f"NOT PROVEN: {self.deselected} test(s) deselected (no cached build tree)"
         if self.skipped:
@@ -193,12 +129,11 @@ class Claim:
         if not self.passed:
             return "NOT PROVEN: no test ran"
         how = "from a cached build tree" if self.cached else "from cold (built in this run)"
-        if self.rotation:
-            how += f", the rotation's pick for {self.rotation[:12]}"
-        if self.stand_in:
-            how += f", in {MAIN_RECIPE}'s place on a slow machine"
+        if self.turn is not None:
+            how += f", the rotation's pick for landing {self.turn}"
         if self.python_left_out:
-            how += f", without the wheels for Python {', '.join(self.python_left_out)} (CI's time)"
+            how += f", without the wheels for Python {', '.join(self.python_left_out)}"
+            how += f" ({self.slow_day})" if self.slow_day else " (CI's time)"
         if self.unselected:
             return f"PARTLY PROVEN {how}: {self.passed} passed, {self.unselected} not selected in this run"
         return f"proven {how}"
@@ -207,13 +142,21 @@ class Claim:
 _CLAIMS = pytest.StashKey[dict[str, Claim]]()
 _STARTED = pytest.StashKey[float]()
 _GROUP_OF = pytest.StashKey[dict[str, str]]()
-_COMMIT = pytest.StashKey[str]()  # the commit that orders the rotation ("": no rotation)
+_TURN = pytest.StashKey[int | None]()  # the landing number that orders the rotation (None: no rotation)
+
+
+def listed_python(recipe: str) -> tuple[str, ...]:
+    from ortdist.paths import project_root
+
+    return load_recipe(project_root() / "recipes" / f"{recipe}.toml").wheel.python
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m: every test of a group is seen, so a partial run says so
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Plain ``pytest`` runs the unit tests only; integration tests when asked (--integration or -m),
-    those of an uncached recipe deselected unless ORTDIST_TEST_RECIPES names it."""
+    those of an uncached recipe deselected unless ORTDIST_TEST_RECIPES names it or the rotation picks it.
+    Under CI on a cold cache the main recipe's plan is weighed first: a machine too slow to prove it
+    in CI's time ends the run here, failed, saying why."""
     asked = config.getoption("--integration") or INTEGRATION in (config.getoption("markexpr") or "")
     if not asked:
         deselected = [item for item in items if item.get_closest_marker(INTEGRATION)]
@@ -222,43 +165,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         groups: dict[str, str] = {}
         deselected = []
         ci_default = strict_skips() and not os.environ.get("ORTDIST_TEST_RECIPES")
-        slow = slow_day(time.time() - ci_started()) if ci_default and not recipe_tree_is_cached(MAIN_RECIPE) else ""
-        commit = ci_commit() if ci_default and not slow else ""  # a slow day leaves no time for the rotation
-        order = rotation_order(commit) if commit else []
+        cold_main = ci_default and not recipe_tree_is_cached(MAIN_RECIPE)
+        plan = ci_policy.main_plan(COSTS, pace(), time.time() - ci_started()) if cold_main else None
+        if plan is not None and plan.refused:
+            pytest.exit(f"ortdist: {plan.refused}", returncode=pytest.ExitCode.TESTS_FAILED)
+        # A slow day's fewer wheels leave no time for the rotation.
+        turn = landing_turn() if ci_default and not (plan and plan.python) else None
+        order = ci_policy.rotation_order(COSTS, turn) if turn is not None else []
         for item in items:
             if not item.get_closest_marker(INTEGRATION):
                 continue
             group = claim_of(item)
             if group not in claims:
                 cached = recipe_tree_is_cached(group)
-                claims[group] = Claim(
-                    cached=cached,
-                    rotation=commit if group in order and not cached else "",
-                    slow_day=slow if group == MAIN_RECIPE else "",
-                    stand_in=bool(slow) and group == SLOW_DAY_RECIPE,
-                )
+                claims[group] = Claim(cached=cached, turn=turn if group in order and not cached else None)
+                if group == MAIN_RECIPE and plan is not None and plan.python:
+                    claim = claims[group]
+                    claim.python, claim.slow_day = plan.python, plan.why
+                    claim.python_left_out = tuple(v for v in listed_python(group) if v not in plan.python)
             claim = claims[group]
-            if claim.slow_day and item.get_closest_marker(MAIN_BUILD):
-                left_out = True
-            elif group == MAIN_RECIPE or claim.cached or claim.rotation or claim.stand_in:
-                left_out = False
+            if group == MAIN_RECIPE or claim.cached or claim.turn is not None or recipe_is_wanted(group):
+                groups[item.nodeid] = group
             else:
-                left_out = not recipe_is_wanted(group)
-            if left_out:
                 deselected.append(item)
                 claim.deselected += 1
-            else:
-                groups[item.nodeid] = group
         config.stash[_CLAIMS] = claims
         config.stash[_GROUP_OF] = groups
         config.stash[_STARTED] = ci_started()
-        config.stash[_COMMIT] = commit
-        # The slow-day recipe first (it makes the root the tooling's tests use); the uncached
-        # rotation recipes last, in the commit's order: whether CI's budget still holds a build is
-        # known only then.
-        rank = {group: n + 1 for n, group in enumerate(order) if group in claims and claims[group].rotation}
-        if slow:
-            rank[SLOW_DAY_RECIPE] = -1
+        config.stash[_TURN] = turn
+        # The uncached rotation recipes last, in the landing's order: whether CI's budget still
+        # holds a build is known only then.
+        rank = {group: n + 1 for n, group in enumerate(order) if group in claims and claims[group].turn is not None}
         items.sort(key=lambda item: rank.get(groups.get(item.nodeid, ""), 0))
     if deselected:
         config.hook.pytest_deselected(items=deselected)
@@ -274,12 +211,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     claims = session.config.stash[_CLAIMS]
-    commit = session.config.stash[_COMMIT]
-    if commit and reporter is not None:
-        order = rotation_order(commit)
-        cold = [group for group in order if group in claims and claims[group].rotation]
+    turn = session.config.stash[_TURN]
+    main = claims.get(MAIN_RECIPE)
+    if main is not None and main.slow_day and reporter is not None:
+        reporter.write_line(f"ortdist: {MAIN_RECIPE} on {main.slow_day}; no rotation in this run")
+    if turn is not None and reporter is not None:
+        order = ci_policy.rotation_order(COSTS, turn)
+        cold = [group for group in order if group in claims and claims[group].turn is not None]
         reporter.write_line(
-            f"ortdist: the rotation for commit {commit[:12]}: {', '.join(order)}; "
+            f"ortdist: the rotation for landing {turn}: {', '.join(order)}; "
             + (
                 f"uncached, built from cold last, the first CI's time left holds: {', '.join(cold)}"
                 if cold
@@ -314,7 +254,7 @@ class _ClaimRecorder:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """An uncached rotation recipe, before its first test: built if no other one was and what is left
-    of CI's budget holds it at this run's pace (with every Python, else with the entry's `python`);
+    of CI's budget holds it at this run's pace (with every Python, else with its entry's `python`);
     otherwise left out (said in the claims table, not a failure)."""
     config = item.config
     group = config.stash.get(_GROUP_OF, {}).get(item.nodeid)
@@ -322,49 +262,29 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     claims = config.stash[_CLAIMS]
     claim = claims[group]
-    if not claim.rotation:
+    if claim.turn is None:
         return
     if not (claim.built_cold or claim.left_out):
         built = [g for g, c in claims.items() if c.built_cold]
         if built:
-            claim.left_out = f"one cold build per run, and {built[0]} came first in this commit's order"
+            claim.left_out = f"one cold build per run, and {built[0]} came first in this landing's order"
         else:
-            decide_rotation(group, claim, time.time() - config.stash[_STARTED])
+            pick = ci_policy.rotation_pick(COSTS, group, time.time() - config.stash[_STARTED])
+            claim.built_cold, claim.left_out, claim.python = pick.build, pick.left_out, pick.python
+            if pick.python is not None:
+                claim.python_left_out = tuple(v for v in listed_python(group) if v not in pick.python)
     if claim.left_out:
         pytest.skip(f"rotation: {claim.left_out}")
-
-
-def decide_rotation(group: str, claim: Claim, elapsed: float) -> None:
-    """Whether CI's budget holds the rotation recipe ``group`` ``elapsed`` seconds into the run: with
-    every Python, with its entry's only, or not at all (``claim.left_out`` says why)."""
-    entry = ROTATION[group]
-    left = CI_BUDGET_S - CI_RESERVE_S - elapsed
-    pace = max(1.0, elapsed / COLD_MAIN_S)
-    if entry.every_python_s * pace * MARGIN <= left:
-        claim.built_cold = True
-    elif entry.core_s * pace * MARGIN <= left:
-        claim.built_cold = True
-        from ortdist.paths import project_root
-
-        listed = load_recipe(project_root() / "recipes" / f"{group}.toml").wheel.python
-        claim.python_left_out = tuple(v for v in listed if v not in entry.python)
-    else:
-        need = entry.core_s * pace * MARGIN
-        claim.left_out = (
-            f"{max(left, 0) / 60:.0f} min left of CI's {CI_BUDGET_S // 60}, its build and tests need "
-            f"~{need / 60:.0f} with Python {', '.join(entry.python)} alone ({entry.core_s / 60:.0f} measured, "
-            f"x{pace:.1f} for this run's pace, x{MARGIN:g})"
-        )
 
 
 @pytest.fixture(scope="session")
 def ci_python(request: pytest.FixtureRequest) -> Callable[[str], tuple[str, ...] | None]:
     """The Pythons a recipe's wheels are built for in this run: None (every one the recipe lists)
-    unless the rotation builds it from cold with fewer for CI's time."""
+    unless CI's time gave its cold build fewer (the main recipe on a slow machine, a rotation pick)."""
 
     def pythons(recipe: str) -> tuple[str, ...] | None:
         claim = request.config.stash.get(_CLAIMS, {}).get(recipe)
-        return ROTATION[recipe].python if claim is not None and claim.python_left_out else None
+        return claim.python if claim is not None and claim.python_left_out else None
 
     return pythons
 
@@ -373,9 +293,40 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_ClaimRecorder(config), "ortdist-claims")
 
 
+def claims_record(claims: dict[str, Claim], rows: list[tuple[str, str]]) -> dict[str, object]:
+    """This run's claims, for the results: when, where, on which commit, and per claim group its
+    status, verdict and the digest of the plan it proved (recipe, toolchain, patches, pins)."""
+    import platform
+
+    from ortdist.paths import project_root
+    from ortdist.project import plan_for
+
+    proc = subprocess.run(["git", "-C", str(PROJECT), "rev-parse", "HEAD"], text=True, capture_output=True, check=False)
+    groups: dict[str, object] = {}
+    for group, verdict in rows:
+        claim = claims.get(group)
+        entry: dict[str, object] = {"verdict": verdict, "status": claim.status() if claim else "not-proven"}
+        if claim is not None:
+            entry["plan_digest"] = plan_for(group, project_root())[0].digest()
+            entry.update(passed=claim.passed, failed=claim.failed, skipped=claim.skipped)
+            entry["python_left_out"] = list(claim.python_left_out)
+        groups[group] = entry
+    return {
+        "commit": proc.stdout.strip(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"host": platform.node(), "cpus": os.cpu_count(), "processor": platform.processor()},
+        "test_recipes": os.environ.get("ORTDIST_TEST_RECIPES", ""),
+        "ci": strict_skips(),
+        "claims": groups,
+    }
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     """The claims table: every claim group, and whether this run proved it, from cold or from a
-    cached tree, or not at all. A green run with NOT PROVEN rows proved less than the README says."""
+    cached tree, or not at all, printed and written to the results (claims.txt, claims.json). A
+    green run with NOT PROVEN rows proved less than the README says."""
+    import json
+
     claims = config.stash.get(_CLAIMS, None)
     if claims is None:
         return
@@ -383,14 +334,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     rows.append((GPU_CLAIM, "NOT PROVEN here: no GPU in this run (`ortdist device-proof` on a lent GPU, docs/cuda.md)"))
     width = max(len(group) for group, _ in rows)
     write = terminalreporter.write_line
+    title = "ortdist: what this run proved (ORTDIST_TEST_RECIPES=all, with a GPU proof, is the release gate)"
     write("")
-    write("ortdist: what this run proved (ORTDIST_TEST_RECIPES=all, with a GPU proof, is the release gate)", bold=True)
-    for group, verdict in rows:
-        write(
-            f"  {group:<{width}}  {verdict}",
-            red=verdict.startswith("FAILED"),
-            yellow=verdict.startswith(("NOT", "PARTLY")),
-        )
+    write(title, bold=True)
+    lines = [f"  {group:<{width}}  {verdict}" for group, verdict in rows]
+    for line in lines:
+        write(line, red="  FAILED" in line, yellow=" NOT PROVEN" in line or " PARTLY" in line)
     unproven = [group for group, claim in claims.items() if claim.deselected and not claim.passed]
     if unproven:
         write(
@@ -398,6 +347,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
             f"ORTDIST_TEST_RECIPES={','.join(sorted(unproven))} (or all) to build them in the test run",
             yellow=True,
         )
+    results = Path(os.environ.get(RESULTS) or PROJECT / "test-results")
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "claims.txt").write_text("\n".join([title, *lines]) + "\n", encoding="utf-8")
+    record = json.dumps(claims_record(claims, rows), indent=2, sort_keys=True) + "\n"
+    (results / "claims.json").write_text(record, encoding="utf-8")
+    write(f"ortdist: the claims are in {results / 'claims.json'}")
 
 
 @pytest.hookimpl(wrapper=True)

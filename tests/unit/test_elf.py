@@ -27,9 +27,14 @@ def shared_object(
     order: str = "<",
     imports: Sequence[str] = (),
     exports: Sequence[str] = (),
+    section_headers: bool = True,
+    pt_dynamic: bool = True,
 ) -> bytes:
-    """An ELF shared object with a .dynstr, a .dynamic (DT_NEEDED, DT_SONAME), a .gnu.version_r and,
-    given symbols, a .dynsym (``imports`` undefined, ``exports`` defined in section 1)."""
+    """An ELF shared object laid out as a linker does: a .dynstr, a .dynamic (DT_NEEDED, DT_SONAME,
+    DT_STRTAB, DT_STRSZ, DT_VERNEED, DT_VERNEEDNUM), a .gnu.version_r and, given symbols, a .dynsym
+    (``imports`` undefined, ``exports`` defined in section 1); program headers PT_LOAD (the whole
+    file at address 0x10000 + its offset), PT_DYNAMIC and PT_GNU_STACK, and section headers unless
+    ``section_headers`` is false (a stripped file's loader view alone)."""
     strings = bytearray(b"\0")
     offsets: dict[str, int] = {}
 
@@ -39,11 +44,21 @@ def shared_object(
             strings.extend(text.encode() + b"\0")
         return offsets[text]
 
+    base = 0x10000  # load address minus file offset: the reader must map one to the other
     word, addr = ("q", "Q") if wide else ("i", "I")
-    dynamic = b"".join(struct.pack(f"{order}{word}{addr}", 1, string(n)) for n in needed)
-    if soname:
-        dynamic += struct.pack(f"{order}{word}{addr}", 14, string(soname))
-    dynamic += struct.pack(f"{order}{word}{addr}", 0, 0)
+    header_size, phentsize = (64, 56) if wide else (52, 32)
+    phnum = 3 if pt_dynamic else 2
+    start = header_size + phnum * phentsize
+    for name in [*needed, *([soname] if soname else []), *versions]:
+        string(name)
+    for names in versions.values():
+        for name in names:
+            string(name)
+    symbol = f"{order}IBBHQQ" if wide else f"{order}IIIBBH"
+    dynsym = bytes(struct.calcsize(symbol))  # the null symbol
+    for name, section in [*((n, 0) for n in imports), *((n, 1) for n in exports)]:
+        fields = (string(name), 0x12, 0, section, 0, 0) if wide else (string(name), 0, 0, 0x12, 0, section)
+        dynsym += struct.pack(symbol, *fields)
     verneed = b""
     files = list(versions.items())
     for index, (file, names) in enumerate(files):
@@ -52,38 +67,47 @@ def shared_object(
         for at, name in enumerate(names):
             last = at == len(names) - 1
             verneed += struct.pack(f"{order}IHHII", 0, 0, 2 + at, string(name), 0 if last else 16)
-    symbol = f"{order}IBBHQQ" if wide else f"{order}IIIBBH"
-    dynsym = bytes(struct.calcsize(symbol))  # the null symbol
-    for name, section in [*((n, 0) for n in imports), *((n, 1) for n in exports)]:
-        fields = (string(name), 0x12, 0, section, 0, 0) if wide else (string(name), 0, 0, 0x12, 0, section)
-        dynsym += struct.pack(symbol, *fields)
-    header_size = 64 if wide else 52
-    # One program header, PT_GNU_STACK without PF_X: a library as the portable toolchain links it.
-    if wide:
-        program = struct.pack(f"{order}IIQQQQQQ", 0x6474E551, 6, 0, 0, 0, 0, 0, 16)
-    else:
-        program = struct.pack(f"{order}IIIIIIII", 0x6474E551, 0, 0, 0, 0, 0, 6, 16)
-    start = header_size + len(program)
+    entries = [(1, string(n)) for n in needed] + ([(14, string(soname))] if soname else [])
+    entries += [(5, base + start), (10, len(strings))]
+    entry_size = struct.calcsize(f"{order}{word}{addr}")
+    dynamic_at = start + len(strings)
+    verneed_at = dynamic_at + (len(entries) + 3) * entry_size
+    entries += [(0x6FFFFFFE, base + verneed_at), (0x6FFFFFFF, len(files)), (0, 0)]
+    dynamic = b"".join(struct.pack(f"{order}{word}{addr}", tag, value) for tag, value in entries)
+    assert start + len(strings) + len(dynamic) == verneed_at
     body = bytes(strings) + dynamic + verneed + dynsym
     shoff = start + len(body)
     sections = [(0, 0, 0, 0, 0), (SHT_STRTAB, start, len(strings), 0, 0)]
-    sections.append((SHT_DYNAMIC, start + len(strings), len(dynamic), 1, 0))
-    sections.append((SHT_GNU_VERNEED, start + len(strings) + len(dynamic), len(verneed), 1, len(files)))
+    sections.append((SHT_DYNAMIC, dynamic_at, len(dynamic), 1, 0))
+    sections.append((SHT_GNU_VERNEED, verneed_at, len(verneed), 1, len(files)))
     if imports or exports:
-        sections.append((SHT_DYNSYM, start + len(strings) + len(dynamic) + len(verneed), len(dynsym), 1, 1))
-    ident = b"\x7fELF" + bytes([2 if wide else 1, 1 if order == "<" else 2, 1]) + bytes(9)
+        sections.append((SHT_DYNSYM, verneed_at + len(verneed), len(dynsym), 1, 1))
+    if not section_headers:
+        sections = []
+    total = shoff
+    # PT_LOAD over the whole file, PT_DYNAMIC, and PT_GNU_STACK without PF_X (as the portable toolchain links).
+    programs = [(1, 5, 0, base, total, 0x1000)]
+    if pt_dynamic:
+        programs.append((2, 6, dynamic_at, base + dynamic_at, len(dynamic), 8))
+    programs.append((0x6474E551, 6, 0, 0, 0, 16))
     if wide:
-        fields = (3, 62, 1, 0, header_size, shoff, 0, 64, 56, 1, 64, len(sections), 0)
+        program = b"".join(struct.pack(f"{order}IIQQQQQQ", t, f, o, v, v, n, n, a) for t, f, o, v, n, a in programs)
+    else:
+        program = b"".join(struct.pack(f"{order}IIIIIIII", t, o, v, v, n, n, f, a) for t, f, o, v, n, a in programs)
+    ident = b"\x7fELF" + bytes([2 if wide else 1, 1 if order == "<" else 2, 1]) + bytes(9)
+    shnum = len(sections)
+    if wide:
+        fields = (3, 62, 1, 0, header_size, shoff if shnum else 0, 0, 64, 56, phnum, 64, shnum, 0)
         header = ident + struct.pack(f"{order}HHIQQQIHHHHHH", *fields)
         layout = f"{order}IIQQQQIIQQ"
     else:
-        fields = (3, 40, 1, 0, header_size, shoff, 0, 52, 32, 1, 40, len(sections), 0)
+        fields = (3, 40, 1, 0, header_size, shoff if shnum else 0, 0, 52, 32, phnum, 40, shnum, 0)
         header = ident + struct.pack(f"{order}HHIIIIIHHHHHH", *fields)
         layout = f"{order}IIIIIIIIII"
     table = b"".join(
         struct.pack(layout, 0, t, 0, 0, off, size, link, info, 1, 0) for t, off, size, link, info in sections
     )
-    assert len(header) == header_size
+    assert len(header) == header_size and len(program) == phnum * phentsize
     return header + program + body + table
 
 
@@ -112,6 +136,59 @@ def test_what_is_not_an_elf_or_is_cut_short_is_refused_by_the_reader() -> None:
         elf.read_needs(b"#!/bin/sh\n")
     with pytest.raises(ValueError, match="malformed ELF"):
         elf.read_needs(shared_object()[:200])
+
+
+def test_needs_are_read_as_the_loader_reads_them_without_section_headers() -> None:
+    """A stripped library (e_shnum = 0) hides nothing: PT_DYNAMIC says what it needs."""
+    versions = {"libc.so.6": ("GLIBC_2.2.5", "GLIBC_2.34")}
+    bare = shared_object(("libstdc++.so.6", "libc.so.6"), versions, section_headers=False)
+    assert struct.unpack_from("<H", bare, 0x3C)[0] == 0  # e_shnum
+    needs = elf.read_needs(bare)
+    assert needs.needed == ("libstdc++.so.6", "libc.so.6")
+    assert dict(needs.versions) == {"libc.so.6": frozenset(versions["libc.so.6"])}
+    assert len(elf.violations([("capi/x.so", bare)], PORTABLE)) == 2
+
+
+def test_a_dynamic_section_without_its_segment_or_a_library_without_program_headers_is_refused() -> None:
+    with pytest.raises(ValueError, match="a dynamic section but no PT_DYNAMIC"):
+        elf.read_needs(shared_object(pt_dynamic=False))
+    data = bytearray(shared_object())
+    struct.pack_into("<H", data, 0x38, 0)  # e_phnum = 0
+    with pytest.raises(ValueError, match="without program headers"):
+        elf.read_needs(bytes(data))
+    assert elf.violations([("capi/x.so", bytes(data))], PORTABLE) == [
+        "capi/x.so: malformed ELF: a shared object without program headers cannot be loaded"
+    ]
+
+
+def test_needing_glibc_private_breaks_every_promise() -> None:
+    lib = shared_object(versions={"libc.so.6": ("GLIBC_2.2.5", "GLIBC_PRIVATE")})
+    assert elf.violations([("capi/x.so", lib)], elf.policy("2.41")) == [
+        "capi/x.so: needs GLIBC_PRIVATE from libc.so.6, glibc's internal interface, which only the glibc build "
+        "it was linked against provides"
+    ]
+
+
+def test_every_elf_an_artifact_carries_is_found_by_its_magic_whatever_its_name(tmp_path: Path) -> None:
+    import io
+    import tarfile
+    import zipfile
+
+    from ortdist.wheel.repair import wheel_libraries
+
+    members = {"pkg/libx.so.1": shared_object(), "pkg/helper": shared_object(), "pkg/data.so.txt": b"not an elf"}
+    wheel = tmp_path / "x-1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    archive = tmp_path / "x.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    for found in (wheel_libraries(wheel), elf.artifact_libraries(wheel), elf.artifact_libraries(archive)):
+        assert sorted(name for name, _ in found) == ["pkg/helper", "pkg/libx.so.1"]
 
 
 def test_a_glibc_only_library_keeps_the_portable_promise() -> None:

@@ -28,12 +28,14 @@ def test_a_unit():
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST.read_text(encoding="utf-8"))
-    markers = ["integration: real builds", "recipe_tree(name): a recipe's tree", "main_build: reads it"]
+    markers = ["integration: real builds", "recipe_tree(name): a recipe's tree"]
     pytester.makeini("[pytest]\nmarkers =\n" + "".join(f"  {m}\n" for m in markers))
     pytester.makepyfile(test_suite=SUITE)
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("ORTDIST_COMPILER_CACHE", "sccache")  # as the README advises for runners
     monkeypatch.setenv("ORTDIST_CI_PACE", "1")  # as fast as the measuring machine: no slow day, no probe
+    monkeypatch.setenv("ORTDIST_TEST_RESULTS", str(pytester.path / "results"))  # the claims record
+    monkeypatch.setenv("ORTDIST_PROJECT", str(CONFTEST.parents[1]))  # the recipes (pytester runs elsewhere)
     return pytester
 
 
@@ -84,7 +86,6 @@ def cache_tree(cache: Path, recipe: str) -> None:
 def broken_ep(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     suite.makepyfile(test_ep=BROKEN_EP)
     monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))  # nothing cached
-    monkeypatch.setenv("ORTDIST_PROJECT", str(CONFTEST.parents[1]))  # the recipes (pytester runs elsewhere)
     monkeypatch.setenv("CI", "1")
     return suite
 
@@ -109,13 +110,13 @@ def test_ci_builds_the_rotations_pick_from_cold_last_and_reports_it(
 ) -> None:
     """Under CI the commit orders the rotation: its uncached recipe's tests run (last) though its tree
     is not cached, and a broken one fails the run."""
-    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setenv("ORTDIST_CI_TURN", "3")
     result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
     result.assert_outcomes(passed=2, failed=1, deselected=1)
     result.stdout.fnmatch_lines(
         [
-            "ortdist: the rotation for commit 0123456789ab: xnnpack-linux, slim-linux; uncached, built from "
-            "cold last, the first CI's time left holds: xnnpack-linux",
+            "ortdist: the rotation for landing 3: xnnpack-linux, cpu-linux-aarch64, slim-linux, slim-wasm; "
+            "uncached, built from cold last, the first CI's time left holds: xnnpack-linux",
             "*test_suite.py::test_another_build PASSED*",
             "*test_ep.py::test_the_ep_takes_the_conv FAILED*",
             "  xnnpack-linux * FAILED: 1 test(s) failed",
@@ -142,7 +143,7 @@ def test_the_rotation_builds_fewer_wheels_where_ci_time_holds_only_those(
     import time
 
     broken_ep.makepyfile(test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"))
-    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")  # xnnpack-linux first
+    monkeypatch.setenv("ORTDIST_CI_TURN", "3")  # xnnpack-linux first
     cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")  # built earlier in this run
     monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 62 * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-s", "-k", "not a_build")
@@ -150,7 +151,7 @@ def test_the_rotation_builds_fewer_wheels_where_ci_time_holds_only_those(
     result.stdout.fnmatch_lines(
         [
             "*pythons: ('3.13', '3.11')",
-            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for 0123456789ab, "
+            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for landing 3, "
             "without the wheels for Python 3.10, 3.12, 3.14 (CI's time)",
         ]
     )
@@ -159,7 +160,7 @@ def test_the_rotation_builds_fewer_wheels_where_ci_time_holds_only_those(
     result.stdout.fnmatch_lines(
         [
             "*pythons: None",
-            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for 0123456789ab",
+            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for landing 3",
         ]
     )
     assert "without the wheels" not in result.stdout.str()
@@ -187,12 +188,12 @@ def test_the_rotations_pick_left_out_for_time_is_not_proven_not_failed(
     """Late in CI's 90 minutes the pick is not built: the claims table says why, and the run passes."""
     import time
 
-    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")  # xnnpack-linux first
+    monkeypatch.setenv("ORTDIST_CI_TURN", "3")  # xnnpack-linux first
     cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")  # built earlier in this run
     monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - minutes_gone * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
     result.assert_outcomes(passed=2, skipped=1, deselected=1)
-    result.stdout.fnmatch_lines([f"  xnnpack-linux * NOT PROVEN: the rotation for 0123456789ab left it out: {why}"])
+    result.stdout.fnmatch_lines([f"  xnnpack-linux * NOT PROVEN: the rotation for landing 3 left it out: {why}"])
 
 
 def test_the_rotation_builds_the_next_recipe_that_fits_when_the_first_does_not(
@@ -206,7 +207,7 @@ def test_the_rotation_builds_the_next_recipe_that_fits_when_the_first_does_not(
         test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"),
         test_slim=EP_WITH_PYTHONS.format(recipe="slim-linux"),
     )
-    monkeypatch.setenv("GITHUB_SHA", "0123456789aacdef0123456789abcdef01234567")  # slim-linux first
+    monkeypatch.setenv("ORTDIST_CI_TURN", "1")  # slim-linux first
     cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")  # built earlier in this run
     monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 57 * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
@@ -216,9 +217,9 @@ def test_the_rotation_builds_the_next_recipe_that_fits_when_the_first_does_not(
             "*test_suite.py::test_another_build PASSED*",
             "*test_slim.py::test_the_ep_takes_the_conv SKIPPED*",
             "*test_ep.py::test_the_ep_takes_the_conv PASSED*",
-            "  slim-linux * NOT PROVEN: the rotation for 0123456789aa left it out: 28 min left of CI's 90, its "
+            "  slim-linux * NOT PROVEN: the rotation for landing 1 left it out: 28 min left of CI's 90, its "
             "build and tests need ~30 with Python 3.13, 3.11 alone (24 measured, x1.0 for this run's pace, x1.25)",
-            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for 0123456789aa",
+            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for landing 1",
         ]
     )
 
@@ -230,67 +231,87 @@ def test_the_rotation_builds_one_recipe_from_cold_per_run(
         test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"),
         test_slim=EP_WITH_PYTHONS.format(recipe="slim-linux"),
     )
-    monkeypatch.setenv("GITHUB_SHA", "0123456789aacdef0123456789abcdef01234567")  # slim-linux first
+    monkeypatch.setenv("ORTDIST_CI_TURN", "1")  # slim-linux first
     result = broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
     result.assert_outcomes(passed=3, skipped=1, deselected=1)
     result.stdout.fnmatch_lines(
         [
-            "  slim-linux * proven from cold (built in this run), the rotation's pick for 0123456789aa",
-            "  xnnpack-linux * NOT PROVEN: the rotation for 0123456789aa left it out: one cold build per run, "
-            "and slim-linux came first in this commit's order",
+            "  slim-linux * proven from cold (built in this run), the rotation's pick for landing 1",
+            "  xnnpack-linux * NOT PROVEN: the rotation for landing 1 left it out: one cold build per run, "
+            "and slim-linux came first in this landing's order",
         ]
     )
 
 
-def test_the_rotation_covers_every_entry_over_successive_commits() -> None:
-    import hashlib
-
-    from conftest import ROTATION, rotation_order
-
-    firsts = {rotation_order(hashlib.sha1(str(n).encode()).hexdigest())[0] for n in range(64)}
-    assert firsts == set(ROTATION)
-    assert all(sorted(rotation_order(f"{n:040x}")) == sorted(ROTATION) for n in range(8))
-
-
-MAIN_BUILD_TEST = """
+SLOW_MAIN = """
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.main_build]
+pytestmark = [pytest.mark.integration]
 
-def test_the_main_wheel():
-    pass
+def test_the_main_wheel(ci_python):
+    print("main pythons:", ci_python("cpu-linux"))
 """
 
 
-def test_a_slow_machine_proves_the_slow_day_recipe_first_in_the_main_recipes_place(
+def test_a_slow_machine_builds_the_main_recipe_with_fewer_wheels_and_no_rotation(
     broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Twice as slow as the measuring machine: cpu-linux's cold build and tests (61 min there) would
-    need ~140 of the 85 left, so slim-linux is built first in its place, the main recipe's build
-    tests are left out and say why, and the rotation builds nothing (no time)."""
-    # test_zslim.py sorts after test_suite.py: only the slow day's ordering puts it first.
-    broken_ep.makepyfile(test_main=MAIN_BUILD_TEST, test_zslim=EP_WITH_PYTHONS.format(recipe="slim-linux"))
-    monkeypatch.setenv("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
-    monkeypatch.setenv("ORTDIST_CI_PACE", "2")
-    result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
-    result.assert_outcomes(passed=3, deselected=3)  # a_build (-k), the main build test, xnnpack-linux's
+    """x1.25 the measuring machine: every wheel would need ~87 of the 85 minutes left, the core's
+    Python and 3.11 ~80, so cpu-linux is built with those (its tests all run) and the rotation waits."""
+    broken_ep.makepyfile(test_main=SLOW_MAIN)
+    monkeypatch.setenv("ORTDIST_CI_TURN", "3")
+    monkeypatch.setenv("ORTDIST_CI_PACE", "1.25")
+    result = broken_ep.runpytest_inprocess("--integration", "-s", "-k", "not a_build")
+    result.assert_outcomes(passed=3, deselected=2)  # a_build (-k), xnnpack-linux's (no tree, no rotation)
     result.stdout.fnmatch_lines(
         [
-            "*test_zslim.py::test_the_ep_takes_the_conv PASSED*",
-            "*test_suite.py::test_another_build PASSED*",
-            "  cpu-linux * NOT PROVEN: 1 build test(s) left out on a slow machine (pace probe x2.00): its cold "
-            "build and tests need ~140 min (61 measured, x2.00, x1.15), 85 are left of CI's 90; slim-linux was "
-            "proven from cold in its place (1 passed)",
-            "  slim-linux * proven from cold (built in this run), in cpu-linux's place on a slow machine",
+            "ortdist: cpu-linux on a slow machine (pace probe x1.25): every wheel needs ~87 min*; no rotation*",
+            "*main pythons: ('3.13', '3.11')*",
+            "  cpu-linux * PARTLY PROVEN from cold (built in this run), without the wheels for Python 3.10, 3.12, "
+            "3.14 (a slow machine (pace probe x1.25): every wheel needs ~87 min (61 measured, x1.25, x1.15), 85 min "
+            "are left of CI's 90; built with Python 3.13, 3.11 alone (~80 min)): 2 passed, 1 not selected*",
             "  xnnpack-linux * NOT PROVEN: 1 test(s) deselected (no cached build tree)",
         ]
     )
-    assert "the rotation for commit" not in result.stdout.str()
-    # At the measuring machine's pace the main recipe is built and the rotation runs as usual.
-    monkeypatch.setenv("ORTDIST_CI_PACE", "1")
-    result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
-    result.assert_outcomes(passed=3, failed=1, skipped=1, deselected=1)
-    result.stdout.fnmatch_lines(["*test_main.py::test_the_main_wheel PASSED*", "  xnnpack-linux * FAILED*"])
+    assert "the rotation for landing" not in result.stdout.str()
+
+
+def test_a_machine_too_slow_for_the_main_recipe_fails_ci_before_any_test(
+    broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """x2: even the core's Python and 3.11 need ~128 of the 85 minutes: the run fails at once, saying
+    why and how to fix it, instead of passing without cpu-linux (or timing out an hour later)."""
+    broken_ep.makepyfile(test_main=SLOW_MAIN)
+    monkeypatch.setenv("ORTDIST_CI_PACE", "2")
+    result = broken_ep.runpytest_inprocess("--integration")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes()  # nothing ran
+    output = result.stdout.str() + result.stderr.str()
+    assert "cpu-linux's cold build and tests need ~128 min even with Python 3.13, 3.11 alone" in output
+    assert "this run cannot prove cpu-linux, so CI fails rather than pass without it" in output
+    # With cpu-linux's tree cached the same machine proves it from the tree.
+    cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")
+    result = broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # only because test_ep.py's xnnpack test is broken
+    result.stdout.fnmatch_lines(["  cpu-linux * PARTLY PROVEN from a cached build tree*"])
+
+
+def test_every_run_writes_its_claims_for_the_record(
+    broken_ep: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.setenv("ORTDIST_TEST_RECIPES", "xnnpack-linux")
+    broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
+    results = broken_ep.path / "results"
+    record = json.loads((results / "claims.json").read_text())
+    assert record["test_recipes"] == "xnnpack-linux" and record["ci"] is True and record["date"]
+    claims = record["claims"]
+    assert claims["xnnpack-linux"]["status"] == "failed" and claims["xnnpack-linux"]["failed"] == 1
+    assert claims["cpu-linux"]["status"] == "partly-proven" and len(claims["cpu-linux"]["plan_digest"]) == 64
+    assert claims["GPU (CUDA on a device)"]["status"] == "not-proven"
+    text = (results / "claims.txt").read_text()
+    assert text.startswith("ortdist: what this run proved") and "xnnpack-linux" in text and "FAILED" in text
 
 
 def test_a_recipe_asked_for_is_built_and_its_failure_reported(

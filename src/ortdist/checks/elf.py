@@ -25,8 +25,10 @@ from ..errors import PackageError
 from ..wheel.repair import wheel_libraries
 
 _SHT_DYNAMIC = 6
-_SHT_GNU_VERNEED = 0x6FFFFFFE
-_DT_NEEDED, _DT_SONAME = 1, 14
+_ET_DYN = 3
+_PT_LOAD, _PT_DYNAMIC = 1, 2
+_DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_SONAME = 1, 5, 10, 14
+_DT_VERNEED, _DT_VERNEEDNUM = 0x6FFFFFFE, 0x6FFFFFFF
 
 
 @dataclass(frozen=True)
@@ -94,45 +96,100 @@ def sections(data: bytes) -> tuple[bool, str, list[tuple[int, int, int, int, int
     return wide, order, headers
 
 
-def read_needs(data: bytes) -> ElfNeeds:
-    """The dynamic needs of an ELF file's bytes (a static archive member or an executable without a
-    dynamic section needs nothing). Raises ValueError for bytes that are not a well-formed ELF."""
-    wide, order, headers = sections(data)
+def _segments(data: bytes) -> tuple[bool, str, int, list[tuple[int, int, int, int]]]:
+    """Whether an ELF file is 64-bit, its byte order, its e_type, and (type, offset, vaddr, filesz) of
+    every program header: the loader's view of the file, which section headers need not match."""
+    if not is_elf(data) or len(data) < 52:
+        raise ValueError("not an ELF file")
+    wide, order = data[4] == 2, "<" if data[5] == 1 else ">"
     try:
-        needed: list[str] = []
-        soname = None
+        (e_type,) = struct.unpack_from(f"{order}H", data, 0x10)
+        if wide:
+            (phoff,) = struct.unpack_from(f"{order}Q", data, 0x20)
+            phentsize, phnum = struct.unpack_from(f"{order}HH", data, 0x36)
+            header, fields = f"{order}IIQQQQQQ", (0, 2, 3, 5)
+        else:
+            (phoff,) = struct.unpack_from(f"{order}I", data, 0x1C)
+            phentsize, phnum = struct.unpack_from(f"{order}HH", data, 0x2A)
+            header, fields = f"{order}IIIIIIII", (0, 1, 2, 4)
+        segments = []
+        for index in range(phnum):
+            values = struct.unpack_from(header, data, phoff + index * phentsize)
+            segments.append((values[fields[0]], values[fields[1]], values[fields[2]], values[fields[3]]))
+    except struct.error as exc:
+        raise ValueError(f"malformed ELF: {exc}") from None
+    return wide, order, e_type, segments
+
+
+def read_needs(data: bytes) -> ElfNeeds:
+    """The dynamic needs of an ELF file's bytes, read as the dynamic loader reads them: PT_DYNAMIC's
+    entries (DT_NEEDED, DT_SONAME, DT_VERNEED) through the PT_LOAD segments, so stripped or
+    missing section headers hide nothing. A relocatable object (a static archive's member) or an
+    executable without PT_DYNAMIC needs nothing, unless a dynamic section says otherwise. Raises
+    ValueError for bytes that are not an ELF or that this cannot read to the end."""
+    wide, order, e_type, segments = _segments(data)
+    dynamic = [(offset, size) for kind, offset, _, size in segments if kind == _PT_DYNAMIC]
+    if not dynamic:
+        if e_type == _ET_DYN and not segments:
+            raise ValueError("malformed ELF: a shared object without program headers cannot be loaded")
+        if any(kind == _SHT_DYNAMIC for kind, *_ in sections(data)[2]):
+            raise ValueError("malformed ELF: a dynamic section but no PT_DYNAMIC segment")
+        return ElfNeeds((), None)
+    if len(dynamic) > 1:
+        raise ValueError("malformed ELF: more than one PT_DYNAMIC segment")
+    loads = [(vaddr, offset, size) for kind, offset, vaddr, size in segments if kind == _PT_LOAD]
+
+    def file_offset(address: int) -> int:
+        for vaddr, offset, size in loads:
+            if vaddr <= address < vaddr + size:
+                return offset + address - vaddr
+        raise ValueError(f"malformed ELF: address {address:#x} is in no PT_LOAD segment")
+
+    try:
+        entry = f"{order}qQ" if wide else f"{order}iI"
+        step = struct.calcsize(entry)
+        offset, size = dynamic[0]
+        tags: list[tuple[int, int]] = []
+        for at in range(offset, offset + size - step + 1, step):
+            tag, value = struct.unpack_from(entry, data, at)
+            if tag == 0:
+                break
+            tags.append((tag, value))
+        else:
+            raise ValueError("the dynamic segment has no DT_NULL end")
+        first = dict(reversed(tags))
+        if (_DT_NEEDED in first or _DT_SONAME in first or _DT_VERNEED in first) and _DT_STRTAB not in first:
+            raise ValueError("DT_NEEDED, DT_SONAME or DT_VERNEED without DT_STRTAB")
+        strings = file_offset(first[_DT_STRTAB]) if _DT_STRTAB in first else 0
+        limit = strings + first.get(_DT_STRSZ, len(data) - strings)
+
+        def string(at: int) -> str:
+            if not strings <= strings + at < limit:
+                raise ValueError(f"string offset {at} outside the dynamic string table")
+            return _cstr(data, strings + at)
+
+        needed = [string(value) for tag, value in tags if tag == _DT_NEEDED]
+        soname = string(first[_DT_SONAME]) if _DT_SONAME in first else None
         versions: dict[str, set[str]] = {}
-        for kind, offset, size, link, info in headers:
-            strings = headers[link][1] if link < len(headers) else 0
-            if kind == _SHT_DYNAMIC:
-                entry = f"{order}qQ" if wide else f"{order}iI"
-                step = struct.calcsize(entry)
-                for at in range(offset, offset + size - step + 1, step):
-                    tag, value = struct.unpack_from(entry, data, at)
-                    if tag == 0:
-                        break
-                    if tag == _DT_NEEDED:
-                        needed.append(_cstr(data, strings + value))
-                    elif tag == _DT_SONAME:
-                        soname = _cstr(data, strings + value)
-            elif kind == _SHT_GNU_VERNEED:
-                at = offset
-                for _ in range(info):
-                    _, count, file_name, aux, following = struct.unpack_from(f"{order}HHIII", data, at)
-                    names = versions.setdefault(_cstr(data, strings + file_name), set())
-                    at_aux = at + aux
-                    for _ in range(count):
-                        _, _, _, name, next_aux = struct.unpack_from(f"{order}IHHII", data, at_aux)
-                        names.add(_cstr(data, strings + name))
-                        at_aux += next_aux
-                    if not following:
-                        break
-                    at += following
+        if _DT_VERNEED in first:
+            at = file_offset(first[_DT_VERNEED])
+            for _ in range(first.get(_DT_VERNEEDNUM, 0)):
+                _, count, file_name, aux, following = struct.unpack_from(f"{order}HHIII", data, at)
+                names = versions.setdefault(string(file_name), set())
+                at_aux = at + aux
+                for _ in range(count):
+                    _, _, _, name, next_aux = struct.unpack_from(f"{order}IHHII", data, at_aux)
+                    names.add(string(name))
+                    at_aux += next_aux
+                if not following:
+                    break
+                at += following
     except (struct.error, ValueError, IndexError) as exc:
         raise ValueError(f"malformed ELF: {exc}") from None
     return ElfNeeds(tuple(needed), soname, MappingProxyType({k: frozenset(v) for k, v in versions.items()}))
 
 
+_PRIVATE = "GLIBC_PRIVATE"  # glibc's own libraries use it among themselves; nothing else may
 _VERSION = re.compile(r"^(GLIBC|GLIBCXX|CXXABI|GCC)_(\d+(?:\.\d+)*)$")
 
 
@@ -194,6 +251,11 @@ def violations(members: Iterable[tuple[str, bytes]], policy: ElfPolicy) -> list[
                 continue
             problems.append(f"{name}: needs {library}, which the wheel does not carry and the target does not promise")
         for library, names in sorted(elf.versions.items()):
+            if _PRIVATE in names:
+                problems.append(
+                    f"{name}: needs {_PRIVATE} from {library}, glibc's internal interface, which only the glibc "
+                    "build it was linked against provides"
+                )
             # The newest too-new version of each family is the one to name (GLIBC_2.38, not 2.18 .. 2.38).
             newest: dict[str, tuple[tuple[int, ...], str, str]] = {}
             for version in names:
@@ -222,10 +284,11 @@ def artifact_files(artifact: Path, wanted: Callable[[str], bool] = lambda _: Tru
 
 
 def artifact_libraries(artifact: Path) -> list[tuple[str, bytes]]:
-    """Every shared object a wheel or a .tar.gz archive carries, by its member name."""
+    """Every ELF file a wheel or a .tar.gz archive carries (found by its magic, whatever its name),
+    by its member name."""
     if artifact.suffix == ".whl":
         return wheel_libraries(artifact)
-    return artifact_files(artifact, lambda name: ".so" in name)
+    return [(name, data) for name, data in artifact_files(artifact) if is_elf(data)]
 
 
 def needs_summary(members: Iterable[tuple[str, bytes]]) -> dict[str, Any]:

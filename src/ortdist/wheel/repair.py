@@ -88,9 +88,18 @@ def executable_stack(elf: bytes) -> bool:
 
 
 def wheel_libraries(wheel: Path) -> list[tuple[str, bytes]]:
-    """Every shared object a wheel carries, by its member name."""
+    """Every ELF file a wheel carries, by its member name: found by its magic, not its name (a
+    library or an executable named otherwise is checked all the same)."""
+    found = []
     with zipfile.ZipFile(wheel) as zf:
-        return [(m, zf.read(m)) for m in zf.namelist() if m.endswith(".so") or ".so." in m]
+        for info in zf.infolist():
+            if info.is_dir() or info.file_size < 52:
+                continue
+            with zf.open(info) as handle:
+                if handle.read(4) != b"\x7fELF":
+                    continue
+            found.append((info.filename, zf.read(info)))
+    return found
 
 
 def check_no_executable_stack(libraries: Iterable[tuple[str, bytes]], where: str) -> None:

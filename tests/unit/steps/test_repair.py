@@ -275,3 +275,18 @@ def test_a_version_whose_binding_needs_more_is_repaired_by_auditwheel(make_env: 
     out = repair.run(env.ctx, env.state)
     assert len(env.matching("auditwheel repair")) == 2
     assert out.manifest() == {"repair": {"3.13": "auditwheel", "3.11": "auditwheel"}}
+
+
+def test_the_kept_repair_serves_a_rebuild_but_not_one_asked_to_reuse_nothing(make_env: MakeEnv) -> None:
+    """A raw wheel like the last one is derived from the kept repair (the patch loop); --no-reuse
+    (ctx.reuse false) runs auditwheel again, so a test of the repair sees auditwheel's own work."""
+    import dataclasses
+
+    env = ready(make_env("cpu-linux", python=("3.13",)))
+    env.runner.on("auditwheel repair", auditwheel(PORTABLE_TAG, graft=False))
+    assert repair.run(env.ctx, env.state).how == {"3.13": "auditwheel"}
+    assert repair.run(env.ctx, env.state).how == {"3.13": "derived-kept"}
+    assert len(env.matching("auditwheel repair")) == 1
+    fresh = dataclasses.replace(env.ctx, reuse=False)
+    assert repair.run(fresh, env.state).how == {"3.13": "auditwheel"}
+    assert len(env.matching("auditwheel repair")) == 2

@@ -150,7 +150,8 @@ def run(ctx: BuildContext, state: BuildState) -> Repaired:
     started = time.monotonic()
     kept, key = derive.Kept(ctx.layout.work.host / "wheel" / "kept"), kept_key(ctx, state, target_env)
     rows = derive.fingerprint(raw[first_version])
-    first = kept.matching(key, raw[first_version], rows)
+    # --no-reuse: auditwheel really runs (a kept repair is a reuse like any other)
+    first = kept.matching(key, raw[first_version], rows) if ctx.reuse else None
     how: dict[str, str] = {}
     if first is not None:
         faithful = True

@@ -113,7 +113,8 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
         if plan.strip:
             strip_libraries(ctx, state, stage.host / "onnxruntime", log)
         files = derive.staged_files(stage.host)  # stripped: as the wheel takes them
-        if kept.made(key, stage.host, files, raw.host) is not None:
+        # --no-reuse: scikit-build-core really runs (its kept wheel is a reuse like any other)
+        if ctx.reuse and kept.made(key, stage.host, files, raw.host) is not None:
             log.write(f"scikit-build-core not run: its last wheel ({kept.directory}) with the changed files\n")
         else:
             ctx.runner.call(
