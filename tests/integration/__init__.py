@@ -1,9 +1,11 @@
-"""Real builds. ``build_recipe`` is the one way a test runs ``ortdist build``."""
+"""Real builds. ``build_recipe`` is the one way a test runs ``ortdist build``; ``scratch_cache`` is
+where everything else a test makes lives (never the user's cache)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -14,9 +16,41 @@ from pathlib import Path
 from typing import Any
 
 from ortdist.checks import elf
+from ortdist.paths import Cache
 from ortdist.wheel.repair import wheel_libraries
 
 PROJECT = Path(__file__).resolve().parents[2]
+
+
+# What a scratch cache shares from the user's: directories used as they are (roots, unpacked
+# sources) linked whole, files (downloads, wheelhouse wheels) linked one by one, so that whatever a
+# test adds lands in the scratch cache.
+SHARED_WHOLE = ("sysroots", "sources")
+SHARED_FILES = ("downloads", "wheelhouse")
+
+
+def scratch_cache(root: Path | None = None) -> Cache:
+    """A cache for what a test makes besides ``ortdist build``'s own work (tools, tool trees, extra
+    roots, rebuilt trees): ``root``, else the tests' own persistent one (ORTDIST_TEST_CACHE, else
+    the user's cache path + "-tests"). What the user's cache (Cache.default(), which only ``ortdist
+    build`` writes, as ``nox -s build-<recipe>`` would) already holds is linked in and used read-only;
+    the links are refreshed on every call."""
+    user = Cache.default()
+    where = root or Path(os.environ.get("ORTDIST_TEST_CACHE") or f"{user.root}-tests")
+    for name in SHARED_WHOLE:
+        for entry in sorted((user.root / name).glob("[!.]*")):
+            link = where / name / entry.name
+            if not link.exists() and not link.is_symlink():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(entry)
+    for name in SHARED_FILES:
+        for entry in sorted((user.root / name).rglob("[!.]*")):
+            link = where / name / entry.relative_to(user.root / name)
+            if entry.is_file() and not link.exists() and not link.is_symlink():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(entry)
+    where.mkdir(parents=True, exist_ok=True)
+    return Cache(where)
 
 
 def free_port() -> int:

@@ -14,17 +14,18 @@ from urllib.parse import urlsplit
 import pytest
 
 from ortdist import registry, sources
-from ortdist.paths import Cache
 from ortdist.reduce.analyze import analyze
 from ortdist.smoke.models import BUILDERS
 from reduce_helpers import config_lines, to_ort
+
+from . import scratch_cache
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def ort_tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = Cache.default()
+    cache = scratch_cache()  # the user's sources, linked; a download lands in the tests' own
     for tree in sorted(cache.sources.glob("onnxruntime-1.21.0-*")):
         script = tree / "tools" / "python" / "create_reduced_build_config.py"
         if script.is_file():

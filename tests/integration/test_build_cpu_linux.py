@@ -22,7 +22,7 @@ import pytest
 from ortdist.smoke.models import BUILDERS
 from smoke_helpers import expected_smoke_environment
 
-from . import free_port, local_server
+from . import free_port, local_server, scratch_cache
 
 pytestmark = [
     pytest.mark.integration,
@@ -166,12 +166,14 @@ def test_older_systems_run_the_build_offline(built: tuple[Path, dict[str, Any], 
     assert {m["name"] for m in models} == set(BUILDERS) and all(m["passed"] for m in models), models
 
 
-def test_rebuild_resumes_instead_of_starting_over(built: tuple[Path, dict[str, Any], str], tmp_path: Path) -> None:
+def test_rebuild_resumes_instead_of_starting_over(
+    built: tuple[Path, dict[str, Any], str], tmp_path: Path, pythons: tuple[str, ...]
+) -> None:
     """Nothing changed: CMake is not re-run, ninja has no work, and every packaging step takes its
     recorded outputs; the artifacts are the first build's bytes."""
     project = Path(__file__).resolve().parents[2]
     _, first, _ = built
-    proc = ortdist(project, "build", "cpu-linux", "--dist", str(tmp_path))
+    proc = ortdist(project, "build", "cpu-linux", "--dist", str(tmp_path), "--python", ",".join(pythons))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "configure is up to date" in proc.stderr
     build_log = (tmp_path / "cpu-linux" / "logs" / "build.log").read_text()
@@ -202,14 +204,13 @@ def official_smoke(
     tmp_path_factory: pytest.TempPathFactory, download_official_wheel: Callable[..., Path]
 ) -> dict[str, Any]:
     """PyPI's cp313 wheel through the smoke suite: the node-test baseline."""
-    from ortdist.paths import Cache
     from ortdist.smoke.run_suite import smoke_wheel
     from ortdist.toolchains import load_toolchain, make_toolchain
 
     project = Path(__file__).resolve().parents[2]
     official = download_official_wheel(tmp_path_factory.mktemp("official"), python="3.13")
     toolchain = make_toolchain(load_toolchain(project, TOOLCHAIN))
-    report, _ = smoke_wheel(official, tmp_path_factory.mktemp("base"), Cache.default(), toolchain)
+    report, _ = smoke_wheel(official, tmp_path_factory.mktemp("base"), scratch_cache(), toolchain)
     assert report["passed"]
     return report
 
@@ -219,7 +220,6 @@ def our_smoke(
     built: tuple[Path, dict[str, Any], str], official_smoke: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, tuple[dict[str, Any], list[Any]]]:
     """Every wheel of ours through the whole suite (node tests included), PyPI's as the baseline."""
-    from ortdist.paths import Cache
     from ortdist.smoke.run_suite import smoke_wheel
     from ortdist.toolchains import load_toolchain, make_toolchain
 
@@ -231,7 +231,7 @@ def our_smoke(
         baseline = official_smoke["node_test_outcomes"]
         # Where `ortdist smoke` puts the reports of a dist/<recipe>/ wheel, and publish reads them.
         where = out / "smoke"
-        results[art["python"]] = smoke_wheel(out / art["path"], where, Cache.default(), toolchain, baseline=baseline)
+        results[art["python"]] = smoke_wheel(out / art["path"], where, scratch_cache(), toolchain, baseline=baseline)
     return results
 
 
@@ -343,23 +343,26 @@ def test_every_shipped_elf_keeps_the_promise_and_a_grafted_debian_library_breaks
 
 
 def test_an_offline_rebuild_after_rm_rf_is_served_by_ccache_and_byte_identical(
-    built: tuple[Path, dict[str, Any], str], tmp_path: Path
+    built: tuple[Path, dict[str, Any], str], tmp_path: Path, pythons: tuple[str, ...]
 ) -> None:
-    """The build tree removed as a user would (rm -rf), then rebuilt with --fresh in a network
-    namespace with no network at all: configure and compile need nothing from outside, every object
-    is a compiler-cache hit, and the artifacts are the same bytes."""
-    import shutil
-
+    """The build tree gone, as after a user's rm -rf, then rebuilt with --fresh in a network namespace
+    with no network at all: configure and compile need nothing from outside, every object is a
+    compiler-cache hit, and the artifacts are the same bytes. In a cache of its own (the user's
+    roots, sources and downloads linked in, its compiler cache a hard-linked copy): the user's
+    build tree stays as it is."""
     from ortdist.paths import Cache
 
     _, manifest, _ = built
     project = Path(__file__).resolve().parents[2]
-    shutil.rmtree(Cache.default().work("cpu-linux") / "build")
+    cache = scratch_cache(tmp_path / "cache")
+    subprocess.run(["cp", "-al", str(Cache.default().root / "ccache"), str(cache.root / "ccache")], check=True)
+    assert not cache.work("cpu-linux").exists()
     argv = ["unshare", "--net", "--", sys.executable, "-m", "ortdist", "build", "cpu-linux", "--fresh"]
-    proc = subprocess.run([*argv, "--dist", str(tmp_path)], cwd=project, text=True, capture_output=True, check=False)
+    argv += ["--python", ",".join(pythons), "--dist", str(tmp_path / "dist")]
+    env = {**os.environ, "ORTDIST_CACHE": str(cache.root)}
+    proc = subprocess.run(argv, cwd=project, text=True, capture_output=True, check=False, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "--fresh: discarding" in proc.stderr
-    again = json.loads((tmp_path / "cpu-linux" / "manifest.json").read_text())
+    again = json.loads((tmp_path / "dist" / "cpu-linux" / "manifest.json").read_text())
     cache = again["compiler_cache"]
     assert cache["cache_miss"] == 0 and cache["direct_cache_hit"] + cache["preprocessed_cache_hit"] > 500, cache
     from ortdist.report import release
@@ -370,7 +373,7 @@ def test_an_offline_rebuild_after_rm_rf_is_served_by_ccache_and_byte_identical(
     second = {a["path"]: a["sha256"] for a in again["artifacts"]}
     assert second == first and len(first) == len(manifest["artifacts"])  # both wheels too
     for art in again["artifacts"]:
-        data = (tmp_path / "cpu-linux" / art["path"]).read_bytes()
+        data = (tmp_path / "dist" / "cpu-linux" / art["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == art["sha256"]
 
 
@@ -395,7 +398,7 @@ def test_the_compile_itself_is_deterministic(built: tuple[Path, dict[str, Any], 
     from ortdist.paths import Cache
     from ortdist.pipeline import Roots, make_context
     from ortdist.project import plan_for
-    from ortdist.toolchains import make_toolchain
+    from ortdist.toolchains import Bind, make_toolchain
 
     project = Path(__file__).resolve().parents[2]
     plan, path = plan_for("cpu-linux", project)
@@ -403,10 +406,12 @@ def test_the_compile_itself_is_deterministic(built: tuple[Path, dict[str, Any], 
     ctx = make_context(plan, toolchain, Cache.default(), tmp_path, path, 2)
     roots = Roots(build=toolchain.ensure_build_root(ctx.cache, sys.stderr))
     build = ctx.layout.build
+    scratch = Path("/ortdist-fresh")  # tmp_path: the fresh objects never touch the user's build tree
 
     def in_root(argv: list[str]) -> subprocess.CompletedProcess[str]:
         command = ctx.in_root(roots, argv)
-        wrapped = toolchain.wrap(roots.build, command.argv, binds=command.binds, env=command.env)
+        binds = [*command.binds, Bind(tmp_path, scratch)]
+        wrapped = toolchain.wrap(roots.build, command.argv, binds=binds, env=command.env)
         return subprocess.run(wrapped, text=True, capture_output=True, check=False)
 
     listed = in_root(["ninja", "-C", str(build.inside), "-t", "commands", "onnxruntime_pybind11_state"])
@@ -421,12 +426,12 @@ def test_the_compile_itself_is_deterministic(built: tuple[Path, dict[str, Any], 
     assert set(commands) == set(FRESH_COMPILE), sorted(set(FRESH_COMPILE) - set(commands))
     # Through the build's own launcher (ccache rewrites paths under its base dir, which __FILE__
     # shows) but with an empty cache of its own: every unit is a miss, a real compile.
-    empty = f"{build.inside}/ortdist-fresh-ccache"
+    empty = f"{scratch}/ccache"
     script = ["set -e", f"cd {build.inside}", f"rm -rf {empty}"]
     for i, (unit, argv) in enumerate(sorted(commands.items())):
         assert argv[0].endswith("ccache"), argv[:2]
         out = argv[argv.index("-o") + 1]
-        fresh = f"{build.inside}/ortdist-fresh-{i}.o"
+        fresh = f"{scratch}/fresh-{i}.o"
         argv[argv.index("-o") + 1] = fresh
         if "-MF" in argv:
             argv[argv.index("-MF") + 1] = fresh + ".d"
@@ -449,7 +454,6 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     import re
     import shutil
 
-    from ortdist.paths import Cache
     from ortdist.report import chromium_render
     from ortdist.smoke.run_suite import smoke_wheel
     from ortdist.toolchains import load_toolchain, make_toolchain
@@ -458,7 +462,7 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     project = Path(__file__).resolve().parents[2]
     wheel = out / next(a["path"] for a in manifest["artifacts"] if a["kind"] == "wheel")
     toolchain = make_toolchain(load_toolchain(project, TOOLCHAIN))
-    smoke_wheel(wheel, out / "smoke", Cache.default(), toolchain, with_node_tests=False)
+    smoke_wheel(wheel, out / "smoke", scratch_cache(), toolchain, with_node_tests=False)
     dist = out.parent
     png = dist / "report.png"
     proc = ortdist(project, "report", "--dist", str(dist), "--screenshot", str(png))
@@ -493,9 +497,9 @@ def test_report_renders_in_headless_chromium(built: tuple[Path, dict[str, Any], 
     for step in ("install", "wheel", "repair", "check", "compat", "size"):  # --no-reuse: they all worked
         assert f'<g class="step work" data-step="{step}"' in dom, step
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
-    kept = project / "dist" / "report-test-screenshot.png"
-    kept.parent.mkdir(exist_ok=True)
-    shutil.copyfile(png, kept)
+    kept = Path(os.environ.get("ORTDIST_TEST_RESULTS") or project / "test-results") / "report-screenshot.png"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(png, kept)  # with the run's results, never in the project's dist/
 
 
 def test_one_core_five_pythons(

@@ -17,12 +17,11 @@ import pytest
 
 from ortdist import registry
 from ortdist.checks import elf
-from ortdist.paths import Cache
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.toolchains import load_toolchain, make_toolchain
 from ortdist.wheel.names import required_glibc
 
-from . import build_recipe, shipped_libraries
+from . import build_recipe, scratch_cache, shipped_libraries
 
 pytestmark = [
     pytest.mark.integration,
@@ -60,6 +59,7 @@ def test_wheels_are_manylinux_2_17_aarch64_no_larger_than_pypis_with_nothing_gra
         assert required_glibc(art["path"]) == (2, 17) and "manylinux_2_17_aarch64" in art["tag"], art["path"]
         with zipfile.ZipFile(out / art["path"]) as zf:
             assert not [n for n in zf.namelist() if n.startswith("onnxruntime.libs/")], art["path"]
+        assert (out / art["path"]).stat().st_size == art["size"], art["path"]  # the manifest tells the file's size
         if tag in pypi:  # PyPI has cp310-cp313 for aarch64 (no cp314)
             assert art["size"] <= pypi[tag].size, (art["path"], art["size"], pypi[tag].size)
     expected = [f"cp{v.replace('.', '')}" for v in manifest["python"]]
@@ -85,7 +85,8 @@ def test_the_targets_pythons_ran_the_model_under_qemu_and_the_others_say_why(bui
     _, manifest = built
     check = manifest["clean_root_check"]
     assert check["ok"] and check["python"] == "3.13" and "CPUExecutionProvider" in check["available_providers"]
-    others = manifest.get("clean_root_check_other_python", {})
+    others = manifest["clean_root_check_other_python"]
+    assert set(others) == set(manifest["python"]) - {check["python"]}, sorted(others)  # every other Python said
     for version, result in others.items():
         if version in NOT_RUN:
             assert result["ok"] is None and "checked from its ELF files only" in result["not_run"], version
@@ -107,7 +108,7 @@ def pypi_aarch64_smoke(
         if python not in reports:
             wheel_dir = tmp_path_factory.mktemp("official-aarch64")
             official = download_official_wheel(wheel_dir, python=python, arch="aarch64")
-            report, _ = smoke_wheel(official, tmp_path_factory.mktemp("base-aarch64"), Cache.default(), toolchain)
+            report, _ = smoke_wheel(official, tmp_path_factory.mktemp("base-aarch64"), scratch_cache(), toolchain)
             assert report["passed"], report
             assert report["environment"]["kind"] == "emulated" and report["environment"]["machine"] == "aarch64"
             assert report["environment"]["python"].startswith(python + ".")
@@ -132,7 +133,7 @@ def test_smoke_suite_under_qemu_has_node_test_parity_with_pypis_aarch64_wheel(
     wheel = out / next(a["path"] for a in wheels(manifest) if tag in a["path"])
     toolchain = make_toolchain(load_toolchain(PROJECT, TOOLCHAIN))
     theirs = pypi_aarch64_smoke(pypi_python)
-    report, verdicts = smoke_wheel(wheel, tmp_path, Cache.default(), toolchain, baseline=theirs["node_test_outcomes"])
+    report, verdicts = smoke_wheel(wheel, tmp_path, scratch_cache(), toolchain, baseline=theirs["node_test_outcomes"])
     assert report["passed"], [f"{v.provider} {v.name}: {v.message}" for v in verdicts if not v.passed]
     environment = report["environment"]
     assert environment["kind"] == "emulated" and environment["machine"] == "aarch64"

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 from ortdist.checks import elf
-from ortdist.paths import Cache
 from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.smoke.suite import expectations
@@ -30,7 +29,7 @@ from ortdist.toolchains import load_toolchain, make_toolchain
 from ortdist.wheel.names import required_glibc
 from smoke_helpers import expected_smoke_environment
 
-from . import build_recipe, shipped_libraries
+from . import build_recipe, scratch_cache, shipped_libraries
 
 pytestmark = [
     pytest.mark.integration,
@@ -180,7 +179,7 @@ def test_smoke_suite_proves_nodes_ran_on_the_ep(built: Built, tmp_path: Path) ->
     case, out, manifest = built
     wheel = out / next(a["path"] for a in wheels(manifest) if "-cp313-" in a["path"])
     toolchain = make_toolchain(load_toolchain(PROJECT, case.toolchain))
-    report, verdicts = smoke_wheel(wheel, tmp_path, Cache.default(), toolchain, with_node_tests=False)
+    report, verdicts = smoke_wheel(wheel, tmp_path, scratch_cache(), toolchain, with_node_tests=False)
     assert report["passed"], [f"{v.provider} {v.name}: {v.message}" for v in verdicts if not v.passed]
     assert report["environment"]["kind"] == expected_smoke_environment(case.glibc, "3.13")
     table = expectations()

@@ -28,6 +28,8 @@ from ortdist.compiler_cache import compiler_cache
 from ortdist.paths import IN_ROOT_COMPILER, Cache
 from ortdist.toolchains import Bind, load_toolchain, make_toolchain
 
+from . import scratch_cache
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(os.geteuid() != 0, reason="the debian-sysroot toolchain and network namespaces need root"),
@@ -87,7 +89,7 @@ def ip(*args: str) -> None:
 @pytest.fixture(scope="module")
 def root() -> Iterator[Path]:
     """cpu-linux's build root, with distcc unpacked beside it (made here: a worker has no network)."""
-    cache = Cache.default()
+    cache = scratch_cache()
     toolchain = make_toolchain(load_toolchain(PROJECT, TOOLCHAIN))
     with open(os.devnull, "w") as log:
         build_root = toolchain.ensure_build_root(cache, log)
@@ -95,33 +97,42 @@ def root() -> Iterator[Path]:
     yield build_root
 
 
+def netns(n: int) -> str:
+    """Worker n's network namespace: named for this test run (its pid), so no other run's or the
+    host's own namespaces are touched."""
+    return f"ortdist-{os.getpid()}-w{n}"
+
+
+def veth(n: int, end: str) -> str:
+    """Worker n's veth end ("h": the host's, "w": the worker's), per run, within 15 characters."""
+    return f"od{os.getpid() % 100_000}{end}{n}"
+
+
 @pytest.fixture
 def namespaces() -> Iterator[list[int]]:
-    """Network namespaces ortdist-w1, ortdist-w2, ortdist-w3, each joined to this one by a veth pair."""
+    """Network namespaces netns(1..3), each joined to this one by a veth pair."""
     made = []
     try:
         for n in (1, 2, 3):
-            name = f"ortdist-w{n}"
-            subprocess.run(["ip", "link", "del", f"odw{n}h"], capture_output=True, check=False)  # an earlier run's
-            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+            name = netns(n)
             ip("netns", "add", name)
             made.append(n)
-            ip("link", "add", f"odw{n}h", "type", "veth", "peer", "name", f"odw{n}w", "netns", name)
-            ip("addr", "add", f"{SUBNET}.{n}.1/30", "dev", f"odw{n}h")
-            ip("link", "set", f"odw{n}h", "up")
-            ip("-n", name, "addr", "add", f"{SUBNET}.{n}.2/30", "dev", f"odw{n}w")
-            ip("-n", name, "link", "set", f"odw{n}w", "up")
+            ip("link", "add", veth(n, "h"), "type", "veth", "peer", "name", veth(n, "w"), "netns", name)
+            ip("addr", "add", f"{SUBNET}.{n}.1/30", "dev", veth(n, "h"))
+            ip("link", "set", veth(n, "h"), "up")
+            ip("-n", name, "addr", "add", f"{SUBNET}.{n}.2/30", "dev", veth(n, "w"))
+            ip("-n", name, "link", "set", veth(n, "w"), "up")
             ip("-n", name, "link", "set", "lo", "up")
         yield made
     finally:
         for n in made:
             # The pair goes with either end; a namespace is torn down only once nothing runs in it.
-            subprocess.run(["ip", "link", "del", f"odw{n}h"], capture_output=True, check=False)
-            subprocess.run(["ip", "netns", "del", f"ortdist-w{n}"], capture_output=True, check=False)
+            subprocess.run(["ip", "link", "del", veth(n, "h")], capture_output=True, check=False)
+            subprocess.run(["ip", "netns", "del", netns(n)], capture_output=True, check=False)
 
 
 def start_worker(n: int, state: Path, argv: list[str] | None = None) -> Worker:
-    """``ortdist worker`` (or ``argv``) in namespace ortdist-w<n>, waited for until distccd listens."""
+    """``ortdist worker`` (or ``argv``) in namespace netns(n), waited for until distccd listens."""
     log = state.with_suffix(".log")
     listen = f"{SUBNET}.{n}.2"
     command = argv or [
@@ -130,7 +141,7 @@ def start_worker(n: int, state: Path, argv: list[str] | None = None) -> Worker:
     ]
     with log.open("wb") as out:
         process = subprocess.Popen(
-            ["ip", "netns", "exec", f"ortdist-w{n}", *command],
+            ["ip", "netns", "exec", netns(n), *command],
             cwd=PROJECT,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -138,7 +149,7 @@ def start_worker(n: int, state: Path, argv: list[str] | None = None) -> Worker:
         )
     for _ in range(300):
         if f"listening on {listen}:" in log.read_text(errors="replace"):
-            return Worker(workers.Worker(listen, workers.DEFAULT_PORT, 2), process, log, f"ortdist-w{n}")
+            return Worker(workers.Worker(listen, workers.DEFAULT_PORT, 2), process, log, netns(n))
         if process.poll() is not None:
             raise AssertionError(f"worker {n} exited: {log.read_text(errors='replace')}")
         time.sleep(0.1)
@@ -167,7 +178,7 @@ def compile_in_root(
     """ninja over ``tree`` in the build root with an empty ccache (every compile a miss), sending
     the misses to ``used`` with the build step's environment (none: all local); objects and
     distcc's state land in ``run_dir``."""
-    cache = Cache.default()
+    cache = scratch_cache()
     toolchain = make_toolchain(load_toolchain(PROJECT, TOOLCHAIN))
     ccache = compiler_cache("ccache")
     (run_dir / "ccache").mkdir(parents=True)
@@ -201,7 +212,7 @@ def finish(proc: subprocess.Popen[str], run_dir: Path) -> None:
 
 def probe(root: Path, tmp: Path, asked: list[workers.Worker]) -> list[workers.ProbeResult]:
     """The build step's probe (workers.probe_script / read_probe) against ``asked``."""
-    cache = Cache.default()
+    cache = scratch_cache()
     toolchain = make_toolchain(load_toolchain(PROJECT, TOOLCHAIN))
     (tmp / "probe").mkdir(parents=True)
     (tmp / "probe" / "probe.cc").write_text(workers.PROBE_SOURCE)
@@ -277,7 +288,7 @@ def test_the_probe_leaves_out_a_silent_worker_and_catches_one_with_another_compi
     conf = tmp_path / "rogue"
     conf.mkdir()
     (conf / "cmdlist").write_text("/usr/bin/x86_64-linux-gnu-g++\n")
-    cache = Cache.default()
+    cache = scratch_cache()
     toolchain = make_toolchain(load_toolchain(PROJECT, TOOLCHAIN))
     daemon = shlex.join(workers.daemon_argv(f"{SUBNET}.2.2", [f"{SUBNET}.2.1/32"], workers.DEFAULT_PORT, 2))
     rogue_argv = toolchain.wrap(

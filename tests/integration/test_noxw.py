@@ -15,9 +15,10 @@ import pytest
 
 from ortdist import sources
 from ortdist.fsutil import remove_tree, temp_sibling_dir
-from ortdist.paths import Cache
 from ortdist.toolchains import Bind, load_toolchain
 from ortdist.toolchains.debian import DebianSysroot
+
+from . import scratch_cache
 
 pytestmark = [
     pytest.mark.integration,
@@ -29,7 +30,7 @@ SUITES = {"bookworm": "3.11", "trixie": "3.13"}
 
 def stock_root(suite: str) -> Path:
     """A minbase root of ``suite`` with python3 (as a stock install has it), made once per cache."""
-    final = Cache.default().root / "noxw-roots" / suite
+    final = scratch_cache().root / "noxw-roots" / suite  # the tests' own cache, kept between runs
     if (final / "usr" / "bin" / "python3").is_file():
         return final
     if shutil.which("debootstrap") is None:

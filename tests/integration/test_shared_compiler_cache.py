@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from ortdist.compiler_cache import CACHE_START_FAILED, IN_ROOT_TOOLS, compiler_cache, ensure_tool, tool_dir
-from ortdist.paths import IN_ROOT_COMPILER, Cache
+from ortdist.paths import IN_ROOT_COMPILER
 from ortdist.toolchains import Bind, load_toolchain, make_toolchain
 
-from . import free_port, local_server
+from . import free_port, local_server, scratch_cache
 
 pytestmark = [
     pytest.mark.integration,
@@ -54,7 +54,7 @@ def compile_as_a_runner(work: Path, name: str, endpoint: str) -> subprocess.Comp
     """One runner: its own local sccache directory, the shared endpoint, one compile of t.cc in
     the build root, sccache's JSON statistics written to <name>.json, the server stopped."""
     cc = compiler_cache("sccache")
-    cache = Cache.default()
+    cache = scratch_cache()  # sccache's binary is the tests' own; the build root the user's, linked
     ensure_tool(cc, cache)
     spec = load_toolchain(PROJECT, TOOLCHAIN)
     toolchain = make_toolchain(spec)
@@ -79,7 +79,7 @@ def compile_as_a_runner(work: Path, name: str, endpoint: str) -> subprocess.Comp
 def stats(work: Path, name: str) -> dict[str, int]:
     text = (work / f"{name}.json").read_text()
     location = json.loads(text).get("cache_location", "")
-    assert not location or "webdav" in str(location).lower(), location
+    assert "webdav" in str(location).lower(), location  # the shared server, never a local directory
     return compiler_cache("sccache").parse_stats(text)
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ortdist.paths import Cache
 from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
+
+from . import scratch_cache
 
 pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ def doctor(src: Path, dest_dir: Path, drop: str = "", add: dict[str, str] | None
 
 
 def test_official_wheel_passes(official: Path, toolchain: Toolchain, tmp_path: Path) -> None:
-    report, verdicts = smoke_wheel(official, tmp_path, Cache.default(), toolchain)
+    report, verdicts = smoke_wheel(official, tmp_path, scratch_cache(), toolchain)
     assert report["passed"], [v.message for v in verdicts if not v.passed]
     assert report["environment"]["kind"] == "host"
     assert report["claims_from"] == "get_available_providers()"
@@ -67,7 +68,7 @@ def test_official_wheel_passes(official: Path, toolchain: Toolchain, tmp_path: P
 
 def test_wheel_without_its_native_library_fails(official: Path, toolchain: Toolchain, tmp_path: Path) -> None:
     broken = doctor(official, tmp_path / "broken", drop="onnxruntime_pybind11_state")
-    report, verdicts = smoke_wheel(broken, tmp_path / "out", Cache.default(), toolchain, with_node_tests=False)
+    report, verdicts = smoke_wheel(broken, tmp_path / "out", scratch_cache(), toolchain, with_node_tests=False)
     assert not report["passed"]
     (verdict,) = verdicts
     assert verdict.message.startswith("the wheel cannot be imported:")
@@ -83,7 +84,7 @@ def test_wheel_claiming_an_ep_it_lacks_fails(official: Path, toolchain: Toolchai
         ],
     }
     liar = doctor(official, tmp_path / "liar", add={"onnxruntime/ortdist_build.json": json.dumps(record)})
-    report, verdicts = smoke_wheel(liar, tmp_path / "out", Cache.default(), toolchain, with_node_tests=False)
+    report, verdicts = smoke_wheel(liar, tmp_path / "out", scratch_cache(), toolchain, with_node_tests=False)
     assert not report["passed"]
     assert report["claims_from"] == "build record"
     failing = {v.message for v in verdicts if not v.passed}
