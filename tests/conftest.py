@@ -298,6 +298,7 @@ def claims_record(claims: dict[str, Claim], rows: list[tuple[str, str]]) -> dict
     status, verdict and the digest of the plan it proved (recipe, toolchain, patches, pins)."""
     import platform
 
+    from integration import BUILT
     from ortdist.paths import project_root
     from ortdist.project import plan_for
 
@@ -310,6 +311,7 @@ def claims_record(claims: dict[str, Claim], rows: list[tuple[str, str]]) -> dict
             entry["plan_digest"] = plan_for(group, project_root())[0].digest()
             entry.update(passed=claim.passed, failed=claim.failed, skipped=claim.skipped)
             entry["python_left_out"] = list(claim.python_left_out)
+            entry["artifacts"] = BUILT.get(group, {})
         groups[group] = entry
     return {
         "commit": proc.stdout.strip(),

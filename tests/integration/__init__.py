@@ -83,6 +83,15 @@ def local_server(argv: Sequence[str], probe: str, log: Path) -> Iterator[None]:
             server.wait(timeout=10)
 
 
+# What this test run built: recipe -> {artifact file: sha256}, from each build's manifest (the
+# claims record, tests/conftest.py, carries them).
+BUILT: dict[str, dict[str, str]] = {}
+
+
+def record_built(recipe: str, manifest: dict[str, Any]) -> None:
+    BUILT[recipe] = {str(a["path"]): str(a["sha256"]) for a in manifest["artifacts"]}
+
+
 def build_recipe(recipe: str, dist: Path, python: Sequence[str] | None = None) -> tuple[Path, dict[str, Any]]:
     """``ortdist build RECIPE --dist DIST [--python ...]`` from the project root: (dist/<recipe>, its
     manifest). ``python``: wheels for these only (CI's time, the ``ci_python`` fixture); None: all."""
@@ -97,7 +106,9 @@ def build_recipe(recipe: str, dist: Path, python: Sequence[str] | None = None) -
     print(proc.stderr[-4000:], file=sys.stderr)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-5000:]
     out = dist / recipe
-    return out, json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
+    record_built(recipe, manifest)
+    return out, manifest
 
 
 def shipped_libraries(out: Path, manifest: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[tuple[str, bytes]]]]:

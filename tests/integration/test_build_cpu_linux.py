@@ -22,7 +22,7 @@ import pytest
 from ortdist.smoke.models import BUILDERS
 from smoke_helpers import expected_smoke_environment
 
-from . import free_port, local_server, scratch_cache
+from . import free_port, local_server, record_built, scratch_cache
 
 pytestmark = [
     pytest.mark.integration,
@@ -65,7 +65,9 @@ def built(tmp_path_factory: pytest.TempPathFactory, pythons: tuple[str, ...]) ->
     print(proc.stderr[-5000:], file=sys.stderr)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-5000:]
     out = dist / "cpu-linux"
-    return out, json.loads((out / "manifest.json").read_text()), proc.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    record_built("cpu-linux", manifest)
+    return out, manifest, proc.stderr
 
 
 def test_manifest_lists_verified_artifacts(built: tuple[Path, dict[str, Any], str], pythons: tuple[str, ...]) -> None:
