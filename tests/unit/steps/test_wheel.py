@@ -168,3 +168,17 @@ def test_a_missing_provider_library_is_refused_before_the_wheel_build(make_env: 
     with pytest.raises(PackageError, match=r"libonnxruntime_providers_cuda\.so is not in the package"):
         wheel.run(env.ctx, env.state)
     assert env.runner.commands == []
+
+
+def test_the_kept_wheel_serves_an_unchanged_stage_but_not_a_build_asked_to_reuse_nothing(make_env: MakeEnv) -> None:
+    """The last scikit-build-core wheel is reused for a stage it packed the same (the patch loop);
+    --no-reuse (ctx.reuse false) runs scikit-build-core again."""
+    import dataclasses
+
+    env = ready(make_env("cpu-linux", python=("3.13",)))
+    pip_runs = lambda: len([c for c in env.runner.commands if c.argv[1:2] == ("wheel",)])  # noqa: E731
+    wheel.run(env.ctx, env.state)
+    wheel.run(env.ctx, env.state)
+    assert pip_runs() == 1
+    wheel.run(dataclasses.replace(env.ctx, reuse=False), env.state)
+    assert pip_runs() == 2
