@@ -311,7 +311,7 @@ def claims_record(claims: dict[str, Claim], rows: list[tuple[str, str]]) -> dict
             entry["plan_digest"] = plan_for(group, project_root())[0].digest()
             entry.update(passed=claim.passed, failed=claim.failed, skipped=claim.skipped)
             entry["python_left_out"] = list(claim.python_left_out)
-            entry["artifacts"] = BUILT.get(group, {})
+            entry.update(BUILT.get(group, {}))  # artifacts' sha256, build root and its package versions
         groups[group] = entry
     return {
         "commit": proc.stdout.strip(),

@@ -44,6 +44,8 @@ def fold(record: Mapping[str, Any], claims: Mapping[str, Any]) -> dict[str, Any]
             "plan_digest": claim["plan_digest"],
             "python_left_out": claim.get("python_left_out", []),
             "artifacts": claim.get("artifacts", {}),
+            "root": claim.get("root", ""),
+            "root_packages": claim.get("root_packages", {}),
             "commit": claims["commit"],
             "date": claims["date"],
             "machine": claims["machine"],

@@ -83,13 +83,21 @@ def local_server(argv: Sequence[str], probe: str, log: Path) -> Iterator[None]:
             server.wait(timeout=10)
 
 
-# What this test run built: recipe -> {artifact file: sha256}, from each build's manifest (the
-# claims record, tests/conftest.py, carries them).
-BUILT: dict[str, dict[str, str]] = {}
+# What this test run built, per recipe: each artifact's sha256 and the build root it was built in
+# with that root's Debian package versions (what a build from Debian's moving archive depends on).
+# The claims record (tests/conftest.py) carries them.
+BUILT: dict[str, dict[str, Any]] = {}
 
 
 def record_built(recipe: str, manifest: dict[str, Any]) -> None:
-    BUILT[recipe] = {str(a["path"]): str(a["sha256"]) for a in manifest["artifacts"]}
+    root = str(manifest.get("toolchain", {}).get("root", ""))
+    facts = Cache.default().sysroots / root / ".ortdist-root.json"
+    installed = json.loads(facts.read_text())["installed"] if root and facts.is_file() else {}
+    BUILT[recipe] = {
+        "artifacts": {str(a["path"]): str(a["sha256"]) for a in manifest["artifacts"]},
+        "root": root,
+        "root_packages": installed,
+    }
 
 
 def build_recipe(recipe: str, dist: Path, python: Sequence[str] | None = None) -> tuple[Path, dict[str, Any]]:
