@@ -22,21 +22,32 @@ def fake_clock(durations: list[float]) -> tuple[Iterator[float], list[int]]:
     return iter(ticks[1:]), [0]
 
 
-@pytest.mark.parametrize(("runs", "pace"), [([0.5] * 9, 1.0), ([1.4, 3.0, *[1.0] * 7], 2.0), ([0.3] * 9, 0.6)])
-def test_the_probe_is_its_workloads_best_time_over_the_measuring_machines(runs: list[float], pace: float) -> None:
+@pytest.mark.parametrize(("runs", "ratio"), [([0.5] * 9, 1.0), ([1.4, 3.0, *[1.0] * 7], 2.0), ([0.3] * 9, 0.6)])
+def test_the_probe_is_its_workloads_best_time_over_the_measuring_machines(runs: list[float], ratio: float) -> None:
     """The real probe body over a fake clock: a probe that always answered slow or fast fails here."""
     clock, calls = fake_clock(runs)
 
     def workload() -> None:
         calls[0] += 1
 
-    assert ci_policy.pace_probe(COSTS, clock=lambda: next(clock), workload=workload) == pytest.approx(pace)
+    pace = ci_policy.pace_probe(COSTS, clock=lambda: next(clock), workload=workload)
+    assert pace == pytest.approx(ratio / COSTS.over_read)
     assert calls == [9]
 
 
 def test_the_real_probe_reads_this_machine_within_the_kinds_spread() -> None:
     """Machines of this kind differ ~2.7x; a loaded one reads slower, never 10x or 0.1x the measuring one."""
-    assert 0.2 < ci_policy.pace_probe(COSTS) < 8
+    assert 0.1 < ci_policy.pace_probe(COSTS) < 5
+
+
+def test_the_probe_does_not_refuse_a_machine_it_over_reads() -> None:
+    """The highest reading of a machine that compiles no slower than the measuring one (x1.65 over
+    the measuring machine's 0.50 s) keeps every wheel; twice that builds fewer; three times, refused."""
+    for ratio, python, refused in ((1.65, None, False), (2.0, ("3.13", "3.11"), False), (3.0, None, True)):
+        ticks, _ = fake_clock([COSTS.probe_s * ratio] * 9)
+        pace = ci_policy.pace_probe(COSTS, clock=ticks.__next__, workload=lambda: None)
+        plan = ci_policy.main_plan(COSTS, pace, 60)
+        assert (plan.python, bool(plan.refused)) == (python, refused), ratio
 
 
 @pytest.mark.parametrize(
