@@ -85,3 +85,19 @@ def test_a_missing_promised_architecture_is_named() -> None:
 def test_a_damaged_section_is_refused_not_read_as_empty(damage: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         fatbin.entries(damage(PROVIDER))  # type: ignore[operator]
+
+
+def test_inspect_names_each_library_with_device_code_and_its_architectures() -> None:
+    from .test_elf import shared_object
+
+    members = [
+        ("onnxruntime/capi/libonnxruntime_providers_cuda.so", elf_with({".nv_fatbin": PROVIDER})),
+        ("onnxruntime/capi/libonnxruntime.so.1.21.0", shared_object()),  # no device code
+        ("onnxruntime/__init__.py", b"import os\n"),
+    ]
+    assert fatbin.device_code(members) == {
+        "onnxruntime/capi/libonnxruntime_providers_cuda.so": {
+            "sass": ["sm_80", "sm_86", "sm_90", "sm_120a"],
+            "ptx": ["compute_90"],
+        }
+    }

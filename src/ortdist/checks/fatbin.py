@@ -99,6 +99,18 @@ def library_entries(data: bytes) -> list[Entry]:
     return entries(section(data))
 
 
+def device_code(members: Iterable[tuple[str, bytes]]) -> dict[str, dict[str, list[str]]]:
+    """Each 64-bit little-endian ELF member that carries device code, with its architectures
+    ({"sass": [...], "ptx": [...]}): what ``ortdist inspect`` shows."""
+    found = {}
+    for name, data in members:
+        if data[:6] == b"\x7fELF\x02\x01":
+            code = library_entries(data)
+            if code:
+                found[name] = architectures(code)
+    return found
+
+
 def _order(name: str) -> tuple[int, str]:
     number = name.split("_", 1)[1]
     return int(number.rstrip("abf")), number

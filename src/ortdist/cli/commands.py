@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from .. import pipeline, registry, sources, workers
-from ..checks import elf
+from ..checks import elf, fatbin
 from ..errors import ModelError, OrtdistError, PatchError, PublishError
 from ..fsutil import allow_removals_under, atomic_write_text, check_output_dir, check_output_file
 from ..hosttools import require_host_tools
@@ -351,11 +351,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"  compiler:  {facts['compiler']}")
     for lib in facts["bundled"]:
         print(f"  bundled:   {lib['file']}  <- {lib['from'] or 'unknown package'}")
-    needs = elf.needs_summary(elf.artifact_libraries(Path(args.artifact)))
+    members = elf.artifact_libraries(Path(args.artifact))
+    needs = elf.needs_summary(members)
     newest = ", ".join(f"{family}_{version}" for family, version in needs["newest"].items()) or "no versioned symbol"
     print(f"  needs:     {newest} at most, from {needs['elf_files']} ELF file(s) (read from their bytes)")
     beyond = ", ".join(needs["beyond_glibc"]) or "nothing"
     print(f"  system:    glibc's own libraries; besides them {beyond}")
+    for name, archs in fatbin.device_code(members).items():
+        code = ", ".join([*archs["sass"], *archs["ptx"]])
+        print(f"  cuda:      {name.rsplit('/', 1)[-1]}: {code} (read from its .nv_fatbin)")
     if args.packages:
         for name, version in sysroot_packages(document):
             print(f"  package:   {name} {version}")
