@@ -29,12 +29,14 @@ def shared_object(
     exports: Sequence[str] = (),
     section_headers: bool = True,
     pt_dynamic: bool = True,
+    named: Mapping[str, bytes] | None = None,
 ) -> bytes:
     """An ELF shared object laid out as a linker does: a .dynstr, a .dynamic (DT_NEEDED, DT_SONAME,
     DT_STRTAB, DT_STRSZ, DT_VERNEED, DT_VERNEEDNUM), a .gnu.version_r and, given symbols, a .dynsym
     (``imports`` undefined, ``exports`` defined in section 1); program headers PT_LOAD (the whole
     file at address 0x10000 + its offset), PT_DYNAMIC and PT_GNU_STACK, and section headers unless
-    ``section_headers`` is false (a stripped file's loader view alone)."""
+    ``section_headers`` is false (a stripped file's loader view alone); ``named``: more sections
+    (a CUDA library's .nv_fatbin), which a .shstrtab then names (the others stay unnamed)."""
     strings = bytearray(b"\0")
     offsets: dict[str, int] = {}
 
@@ -76,14 +78,31 @@ def shared_object(
     dynamic = b"".join(struct.pack(f"{order}{word}{addr}", tag, value) for tag, value in entries)
     assert start + len(strings) + len(dynamic) == verneed_at
     body = bytes(strings) + dynamic + verneed + dynsym
+    extra = []
+    for name, blob in (named or {}).items():
+        extra.append((name, start + len(body), blob))
+        body += blob
+    shstrtab = b"\0" + b"".join(name.encode() + b"\0" for name, _, _ in extra) + b".shstrtab\0" if extra else b""
+    shstrtab_at = start + len(body)
+    body += shstrtab
     shoff = start + len(body)
     sections = [(0, 0, 0, 0, 0), (SHT_STRTAB, start, len(strings), 0, 0)]
     sections.append((SHT_DYNAMIC, dynamic_at, len(dynamic), 1, 0))
     sections.append((SHT_GNU_VERNEED, verneed_at, len(verneed), 1, len(files)))
     if imports or exports:
         sections.append((SHT_DYNSYM, verneed_at + len(verneed), len(dynsym), 1, 1))
+    names = [0] * len(sections)  # the linker's sections stay unnamed; the named ones get .shstrtab offsets
+    at = 1
+    for name, offset, blob in extra:
+        sections.append((1, offset, len(blob), 0, 0))  # SHT_PROGBITS
+        names.append(at)
+        at += len(name) + 1
+    if extra:
+        sections.append((SHT_STRTAB, shstrtab_at, len(shstrtab), 0, 0))
+        names.append(at)
+    shstrndx = len(sections) - 1 if extra else 0
     if not section_headers:
-        sections = []
+        sections, names, shstrndx = [], [], 0
     total = shoff
     # PT_LOAD over the whole file, PT_DYNAMIC, and PT_GNU_STACK without PF_X (as the portable toolchain links).
     programs = [(1, 5, 0, base, total, 0x1000)]
@@ -97,15 +116,16 @@ def shared_object(
     ident = b"\x7fELF" + bytes([2 if wide else 1, 1 if order == "<" else 2, 1]) + bytes(9)
     shnum = len(sections)
     if wide:
-        fields = (3, 62, 1, 0, header_size, shoff if shnum else 0, 0, 64, 56, phnum, 64, shnum, 0)
+        fields = (3, 62, 1, 0, header_size, shoff if shnum else 0, 0, 64, 56, phnum, 64, shnum, shstrndx)
         header = ident + struct.pack(f"{order}HHIQQQIHHHHHH", *fields)
         layout = f"{order}IIQQQQIIQQ"
     else:
-        fields = (3, 40, 1, 0, header_size, shoff if shnum else 0, 0, 52, 32, phnum, 40, shnum, 0)
+        fields = (3, 40, 1, 0, header_size, shoff if shnum else 0, 0, 52, 32, phnum, 40, shnum, shstrndx)
         header = ident + struct.pack(f"{order}HHIIIIIHHHHHH", *fields)
         layout = f"{order}IIIIIIIIII"
     table = b"".join(
-        struct.pack(layout, 0, t, 0, 0, off, size, link, info, 1, 0) for t, off, size, link, info in sections
+        struct.pack(layout, name, t, 0, 0, off, size, link, info, 1, 0)
+        for name, (t, off, size, link, info) in zip(names, sections, strict=True)
     )
     assert len(header) == header_size and len(program) == phnum * phentsize
     return header + program + body + table

@@ -101,3 +101,10 @@ def test_inspect_names_each_library_with_device_code_and_its_architectures() -> 
             "ptx": ["compute_90"],
         }
     }
+
+
+def test_a_recipes_cmake_architectures_promise_sass_and_ptx_as_cmake_compiles_them() -> None:
+    assert fatbin.promised(["75-real", "90a-real", "90"]) == ["sm_75", "sm_90a", "sm_90", "compute_90"]
+    assert fatbin.promised(["100-virtual"]) == ["compute_100"]
+    with pytest.raises(ValueError, match="not a CUDA architecture"):
+        fatbin.promised(["sm_90"])

@@ -10,9 +10,12 @@ NVIDIA's cuobjdump lists the same for some libraries but stops at others ("Inval
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from ..errors import PackageError
 
 MAGIC = 0xBA55ED50
 _CONTAINER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries that follow
@@ -136,3 +139,41 @@ def missing(found: Iterable[Entry], promised: Iterable[str]) -> list[str]:
     """Each promised architecture (nvcc's names: "sm_89", "sm_90a", "compute_90") the entries lack."""
     have = {entry.name for entry in found}
     return [name for name in promised if name not in have]
+
+
+def promised(architectures: Iterable[str]) -> list[str]:
+    """What a recipe's ``[cuda] architectures`` (CMAKE_CUDA_ARCHITECTURES entries) promise, in nvcc's
+    names: "90" is SASS and PTX (sm_90, compute_90), "90-real" SASS only, "90-virtual" PTX only."""
+    names = []
+    for entry in architectures:
+        arch, _, only = entry.partition("-")
+        if not re.fullmatch(r"\d+[af]?", arch) or only not in ("", "real", "virtual"):
+            raise ValueError(f"not a CUDA architecture as CMake writes one: {entry!r}")
+        if only != "virtual":
+            names.append(f"sm_{arch}")
+        if only != "real":
+            names.append(f"compute_{arch}")
+    return names
+
+
+def check(members: Iterable[tuple[str, bytes]], architectures: Iterable[str], where: str) -> None:
+    """Refuse an artifact whose CUDA libraries do not carry every architecture the recipe promises
+    (or that carries no device code at all): a GPU of a missing one gets no kernel image."""
+    wanted = promised(architectures)
+    code = {name: library_entries(data) for name, data in members if data[:6] == b"\x7fELF\x02\x01"}
+    code = {name: found for name, found in code.items() if found}
+    if not code:
+        raise PackageError(
+            "no library in it carries CUDA device code (an .nv_fatbin section)",
+            where=where,
+            fix="the CUDA provider was not built with nvcc's device code: check the build log for the CUDA "
+            "compile and CMAKE_CUDA_ARCHITECTURES",
+        )
+    gaps = [f"{name}: no {', '.join(lost)}" for name, found in sorted(code.items()) if (lost := missing(found, wanted))]
+    if gaps:
+        raise PackageError(
+            f"its CUDA code lacks architectures the recipe promises ({', '.join(wanted)}): {'; '.join(gaps)}",
+            where=where,
+            fix="the compile did not target them: rebuild with the recipe's [cuda] architectures (a tree "
+            "configured for other architectures is discarded with --fresh)",
+        )

@@ -150,8 +150,16 @@ def test_a_cross_wheel_is_held_to_its_targets_glibc(make_env: MakeEnv) -> None:
         repair.run(env.ctx, env.state)
 
 
+def cuda_provider(needed: tuple[str, ...] = ("libcudart.so.12", "libc.so.6"), code: bytes | None = None) -> bytes:
+    """A CUDA provider library: its needs, and device code (default: sm_80, 86, 90, 120a and compute_90)."""
+    from ..test_elf import shared_object
+    from ..test_fatbin import PROVIDER
+
+    return shared_object(needed, named={".nv_fatbin": PROVIDER if code is None else code})
+
+
 def test_cuda_wheels_exclude_the_vendor_runtime_and_keep_their_runpath(make_env: MakeEnv) -> None:
-    env = ready(make_env("cuda-linux", python=("3.13",)), {CUDA: b"provider"})
+    env = ready(make_env("cuda-linux", python=("3.13",)), {CUDA: cuda_provider()})
     full = next(ep for ep in env.plan.providers if ep.name == "cuda").pip_library_dirs
     runpath = ":".join(["$ORIGIN", *(f"$ORIGIN/../../{d}" for d in full), "$ORIGIN/../../onnxruntime_gpu.libs"])
     assert runpath.startswith("$ORIGIN:$ORIGIN/../../nvidia/cuda_runtime/lib:")
@@ -167,7 +175,7 @@ def test_cuda_wheels_exclude_the_vendor_runtime_and_keep_their_runpath(make_env:
 
 
 def test_a_wheel_whose_runpath_lost_entries_is_refused(make_env: MakeEnv) -> None:
-    env = ready(make_env("cuda-linux", python=("3.13",)), {CUDA: b"provider"})
+    env = ready(make_env("cuda-linux", python=("3.13",)), {CUDA: cuda_provider()})
     env.runner.on("--print-rpath", stdout="$ORIGIN:$ORIGIN/../../onnxruntime_gpu.libs\n")
     with pytest.raises(PackageError, match=r"libonnxruntime_providers_cuda\.so in the repaired wheel .* lost entries"):
         repair.run(env.ctx, env.state)
@@ -237,9 +245,7 @@ def test_a_wheel_whose_libraries_need_more_than_its_tag_promises_is_refused(make
 
 
 def test_a_cuda_wheel_may_need_libgcc_s_and_the_cuda_runtime(make_env: MakeEnv) -> None:
-    from ..test_elf import shared_object
-
-    provider = shared_object(("libcudart.so.13", "libcublasLt.so.13", "libgcc_s.so.1", "libc.so.6"))
+    provider = cuda_provider(("libcudart.so.13", "libcublasLt.so.13", "libgcc_s.so.1", "libc.so.6"))
     env = ready(make_env("cuda13-linux", python=("3.13",)), {CUDA: provider})
     dirs = next(ep for ep in env.plan.providers if ep.name == "cuda").pip_library_dirs
     env.runner.on("--print-rpath", stdout=":".join(["$ORIGIN", *(f"$ORIGIN/../../{d}" for d in dirs)]) + "\n")
@@ -290,3 +296,22 @@ def test_the_kept_repair_serves_a_rebuild_but_not_one_asked_to_reuse_nothing(mak
     fresh = dataclasses.replace(env.ctx, reuse=False)
     assert repair.run(fresh, env.state).how == {"3.13": "auditwheel"}
     assert len(env.matching("auditwheel repair")) == 2
+
+
+def test_a_cuda_wheel_without_code_for_a_promised_architecture_is_refused(make_env: MakeEnv) -> None:
+    """cuda13-linux promises sm_90 and compute_90 ([cuda] architectures = ["90"]): a provider built
+    for sm_80 and sm_86 alone, or with no device code at all, is refused, naming what it lacks."""
+    from ..test_fatbin import container
+
+    dirs = next(ep for ep in make_env("cuda13-linux").plan.providers if ep.name == "cuda").pip_library_dirs
+    runpath = ":".join(["$ORIGIN", *(f"$ORIGIN/../../{d}" for d in dirs)]) + "\n"
+    ampere = cuda_provider(("libcudart.so.13", "libc.so.6"), container([(2, 80, b"s" * 8), (2, 86, b"s" * 8)]))
+    env = ready(make_env("cuda13-linux", python=("3.13",)), {CUDA: ampere})
+    env.runner.on("--print-rpath", stdout=runpath)
+    with pytest.raises(PackageError, match="lacks architectures the recipe promises") as info:
+        repair.run(env.ctx, env.state)
+    assert f"{CUDA}: no sm_90, compute_90" in str(info.value) and info.value.where.endswith(".whl")
+    env = ready(make_env("cuda13-linux", python=("3.13",)), {CUDA: cuda_provider(("libc.so.6",), b"")})
+    env.runner.on("--print-rpath", stdout=runpath)
+    with pytest.raises(PackageError, match="no library in it carries CUDA device code"):
+        repair.run(env.ctx, env.state)

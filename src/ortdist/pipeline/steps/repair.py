@@ -9,7 +9,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from ...checks import elf
+from ...checks import elf, fatbin
 from ...errors import PackageError
 from ...fsutil import remove_tree
 from ...manifest import Artifact
@@ -117,7 +117,8 @@ def derived(ctx: BuildContext, version: str, raw_wheel: Path, first: Path) -> Pa
 
 def finish(ctx: BuildContext, state: BuildState, version: str, wheel: Path) -> Path:
     """What every repaired wheel must be, however it was repaired: no executable stack, each
-    library within its tag's promise, provider RUNPATHs kept; then its SBOM."""
+    library within its tag's promise, provider RUNPATHs kept, CUDA code for every architecture the
+    recipe promises; then its SBOM."""
     libraries = repair.wheel_libraries(wheel)
     repair.check_no_executable_stack(libraries, wheel.name)
     # What the tag promises, from the libraries' own DT_NEEDED and version needs: auditwheel allows
@@ -127,8 +128,14 @@ def finish(ctx: BuildContext, state: BuildState, version: str, wheel: Path) -> P
         libraries, elf.policy(promised, ctx.plan.toolchain.system_libraries, ctx.plan.repair_excludes), wheel.name
     )
     verify_provider_runpaths(ctx, state, wheel, suffix(ctx, version))
+    if any(ep.name in CUDA_EPS for ep in ctx.plan.providers):
+        # The GPUs it promises, from the CUDA libraries' own device code (.nv_fatbin).
+        fatbin.check(libraries, ctx.plan.recipe.cuda.architectures, wheel.name)
     add_wheel_sbom(ctx, state, wheel)
     return wheel
+
+
+CUDA_EPS = ("cuda", "tensorrt")  # the EPs whose recipes compile device code for [cuda] architectures
 
 
 def kept_key(ctx: BuildContext, state: BuildState, target_env: list[str]) -> str:
