@@ -4,11 +4,13 @@ where everything else a test makes lives (never the user's cache)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -31,12 +33,14 @@ SHARED_FILES = ("downloads", "wheelhouse")
 
 def scratch_cache(root: Path | None = None) -> Cache:
     """A cache for what a test makes besides ``ortdist build``'s own work (tools, tool trees, extra
-    roots, rebuilt trees): ``root``, else the tests' own persistent one (ORTDIST_TEST_CACHE, else
-    the user's cache path + "-tests"). What the user's cache (Cache.default(), which only ``ortdist
-    build`` writes, as ``nox -s build-<recipe>`` would) already holds is linked in and used read-only;
-    the links are refreshed on every call."""
+    roots, rebuilt trees): ``root``, else the tests' own one, kept between runs (ORTDIST_TEST_CACHE,
+    else ortdist-tests-<digest of the user's cache path> in the temporary directory, where ortdist may
+    delete what it made). What the user's cache (Cache.default(), which only ``ortdist build``
+    writes, as ``nox -s build-<recipe>`` would) already holds is linked in and used read-only; the
+    links are refreshed on every call."""
     user = Cache.default()
-    where = root or Path(os.environ.get("ORTDIST_TEST_CACHE") or f"{user.root}-tests")
+    own = f"ortdist-tests-{hashlib.sha256(str(user.root).encode()).hexdigest()[:12]}"
+    where = root or Path(os.environ.get("ORTDIST_TEST_CACHE") or Path(tempfile.gettempdir()) / own)
     for name in SHARED_WHOLE:
         for entry in sorted((user.root / name).glob("[!.]*")):
             link = where / name / entry.name

@@ -146,6 +146,7 @@ def start_worker(n: int, state: Path, argv: list[str] | None = None) -> Worker:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={**os.environ, "ORTDIST_CACHE": str(scratch_cache().root)},  # the tool tree `root` made there
         )
     for _ in range(300):
         if f"listening on {listen}:" in log.read_text(errors="replace"):
