@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 
 # What a scratch cache shares from the user's: directories used as they are (roots, unpacked
-# sources) linked whole, files (downloads, wheelhouse wheels) linked one by one, so that whatever a
+# sources) linked whole, files (downloads, wheelhouse wheels) hard-linked one by one, so that whatever a
 # test adds lands in the scratch cache.
 SHARED_WHOLE = ("sysroots", "sources")
 SHARED_FILES = ("downloads", "wheelhouse")
@@ -52,7 +53,10 @@ def scratch_cache(root: Path | None = None) -> Cache:
             link = where / name / entry.relative_to(user.root / name)
             if entry.is_file() and not link.exists() and not link.is_symlink():
                 link.parent.mkdir(parents=True, exist_ok=True)
-                link.symlink_to(entry)
+                try:  # a hard link: a wheelhouse bound into a root sees the file, where a symlink dangles
+                    os.link(entry, link)
+                except OSError:
+                    shutil.copy2(entry, link)
     where.mkdir(parents=True, exist_ok=True)
     return Cache(where)
 

@@ -40,8 +40,8 @@ def test_a_scratch_cache_shares_the_users_entries_and_keeps_its_own_writes(user:
     assert any(cache.root.is_relative_to(r) for r in removable_roots())  # ortdist may delete what it made there
     assert (cache.sysroots / "portable-abc").resolve() == user / "sysroots" / "portable-abc"
     assert not (cache.sysroots / ".portable-abc.tmp-x").exists()
-    assert (cache.downloads / "a.deb").read_bytes() == b"deb" and (cache.downloads / "a.deb").is_symlink()
-    assert (cache.wheelhouse("3.13") / "numpy.whl").is_symlink()
+    assert (cache.downloads / "a.deb").samefile(user / "downloads" / "a.deb")  # hard-linked: seen inside roots too
+    assert (cache.wheelhouse("3.13") / "numpy.whl").samefile(user / "wheelhouse" / "cp313" / "numpy.whl")
     assert not cache.wheelhouse("3.13").is_symlink()  # a real directory: new wheels stay in the scratch cache
     (cache.wheelhouse("3.13") / "onnx.whl").write_bytes(b"new")
     (cache.sysroots / "debian-trixie-def").mkdir()
@@ -51,7 +51,7 @@ def test_a_scratch_cache_shares_the_users_entries_and_keeps_its_own_writes(user:
     assert not (user / "tools").exists()
     # Refreshed on every call: an entry the user's cache gained since is linked, nothing is duplicated.
     (user / "downloads" / "b.deb").write_bytes(b"b")
-    assert scratch_cache().root == cache.root and (cache.downloads / "b.deb").is_symlink()
+    assert scratch_cache().root == cache.root and (cache.downloads / "b.deb").samefile(user / "downloads" / "b.deb")
     assert scratch_cache(tmp_path / "own").root == tmp_path / "own"
 
 
