@@ -51,7 +51,9 @@ def scratch_cache(root: Path | None = None) -> Cache:
     for name in SHARED_FILES:
         for entry in sorted((user.root / name).rglob("[!.]*")):
             link = where / name / entry.relative_to(user.root / name)
-            if entry.is_file() and not link.exists() and not link.is_symlink():
+            if link.is_symlink():
+                link.unlink()  # an earlier scratch cache's link: dangling inside a root
+            if entry.is_file() and not link.exists():
                 link.parent.mkdir(parents=True, exist_ok=True)
                 try:  # a hard link: a wheelhouse bound into a root sees the file, where a symlink dangles
                     os.link(entry, link)
