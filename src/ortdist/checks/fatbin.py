@@ -30,6 +30,11 @@ ARCH_SPECIFIC = 1 << 20
 SECTION = ".nv_fatbin"
 
 
+def _is_elf64le(data: bytes) -> bool:
+    """A 64-bit little-endian ELF: the only kind of file CUDA device code ships in here."""
+    return data[:6] == b"\x7fELF\x02\x01"
+
+
 @dataclass(frozen=True)
 class Entry:
     """One entry of a fatbin: ``kind`` "ptx" or "sass", ``arch`` as nvcc numbers it (90: sm_90 or
@@ -49,7 +54,7 @@ class Entry:
 def section(data: bytes, name: str = SECTION) -> bytes:
     """The bytes of an ELF file's section ``name`` (b"" where it has none). Raises ValueError for
     bytes that are not a 64-bit little-endian ELF with readable section headers."""
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    if not _is_elf64le(data):
         raise ValueError("not a 64-bit little-endian ELF file")
     try:
         (shoff,) = struct.unpack_from("<Q", data, 0x28)
@@ -107,7 +112,7 @@ def device_code(members: Iterable[tuple[str, bytes]]) -> dict[str, dict[str, lis
     ({"sass": [...], "ptx": [...]}): what ``ortdist inspect`` shows."""
     found = {}
     for name, data in members:
-        if data[:6] == b"\x7fELF\x02\x01":
+        if _is_elf64le(data):
             code = library_entries(data)
             if code:
                 found[name] = architectures(code)
@@ -160,7 +165,7 @@ def check(members: Iterable[tuple[str, bytes]], architectures: Iterable[str], wh
     """Refuse an artifact whose CUDA libraries do not carry every architecture the recipe promises
     (or that carries no device code at all): a GPU of a missing one gets no kernel image."""
     wanted = promised(architectures)
-    code = {name: library_entries(data) for name, data in members if data[:6] == b"\x7fELF\x02\x01"}
+    code = {name: library_entries(data) for name, data in members if _is_elf64le(data)}
     code = {name: found for name, found in code.items() if found}
     if not code:
         raise PackageError(
