@@ -115,11 +115,14 @@ def gnu_ld_build(defines: dict[str, str], toolchain: ToolchainSpec) -> PurePosix
 
 
 def cuda_defines(recipe: Recipe) -> dict[str, str]:
-    """[cuda]: the architectures, explicitly (ORT's default list compiles five of them), and the
-    attention kernel families."""
+    """[cuda]: the architectures, explicitly (ORT's default list compiles five of them), the fatbin
+    compression and the attention kernel families."""
     attention = "ON" if recipe.cuda.attention_kernels else "OFF"
+    mode = recipe.cuda.compression
     return {
         "CMAKE_CUDA_ARCHITECTURES": ";".join(recipe.cuda.architectures),
+        # ORT appends -Xfatbin=-compress-all to whatever CMAKE_CUDA_FLAGS starts as.
+        **({"CMAKE_CUDA_FLAGS": f"--compress-mode={mode}"} if mode else {}),
         "onnxruntime_USE_FLASH_ATTENTION": attention,
         "onnxruntime_USE_MEMORY_EFFICIENT_ATTENTION": attention,
         "onnxruntime_USE_LEAN_ATTENTION": attention,

@@ -21,6 +21,7 @@ from .errors import RecipeError
 from .fsutil import sha256_text
 from .patches import Patch
 from .recipe import Recipe
+from .recipe.load import validate_cuda
 from .registry import DependencySource, ExecutionProvider, OrtVersion, Target
 from .toolchains.spec import ToolchainSpec
 from .workers import WHERE as WORKERS_WHERE
@@ -54,6 +55,9 @@ class BuildPlan:
     # Versions of the recipe's [wheel] python that the command line's --python left out (the host
     # lacks them, say): recorded in the manifest, so a subset is never mistaken for the release.
     python_not_built: tuple[str, ...] = ()
+    # The recipe's own [cuda] architectures where the command line's --cuda-architectures replaced
+    # them (a build to iterate on): recorded, and `ortdist publish` refuses such a build.
+    cuda_recipe_architectures: tuple[str, ...] = ()
     # Define -> where its value comes from ("recipe [cmake_defines]", "toolchain debian-trixie [cmake]",
     # "ep xnnpack", ...), for `ortdist plan`; nothing built reads it.
     define_sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -65,6 +69,11 @@ class BuildPlan:
     @property
     def builds_static_library(self) -> bool:
         return self.recipe.linkage in ("static", "both")
+
+    @property
+    def builds_cuda(self) -> bool:
+        """Whether nvcc compiles device code for it (an EP of registry.cuda_eps())."""
+        return bool(registry.cuda_eps() & {ep.name for ep in self.providers})
 
     @property
     def extra_python(self) -> tuple[str, ...]:
@@ -170,6 +179,11 @@ class BuildPlan:
             # Only when --python chose a subset: an unchanged plan keeps its digest (and its reuse).
             **({"python_not_built": list(self.python_not_built)} if self.python_not_built else {}),
             **({"python_not_run": list(self.python_not_run)} if self.python_not_run else {}),
+            **(
+                {"cuda_recipe_architectures": list(self.cuda_recipe_architectures)}
+                if self.cuda_recipe_architectures
+                else {}
+            ),
             "wheel_repair": self.wheel_repair or None,
             "repair_excludes": list(self.repair_excludes),
             "strip": self.strip,
@@ -235,6 +249,48 @@ def select_python(recipe: Recipe, selection: Sequence[str] | None) -> tuple[tupl
     return tuple(v for v in listed if v in selection), tuple(v for v in listed if v not in selection)
 
 
+CUDA_ARCHITECTURES_WHERE = "--cuda-architectures"
+
+
+def narrow_cuda(recipe: Recipe, architectures: tuple[str, ...]) -> tuple[Recipe, tuple[str, ...], str]:
+    """The recipe with the command line's CUDA architectures, its own list, and where an error
+    about them points; refused for a recipe that compiles no CUDA code."""
+    if not registry.cuda_eps() & set(recipe.execution_providers):
+        raise RecipeError(
+            f"recipe {recipe.name} compiles no CUDA code",
+            where=CUDA_ARCHITECTURES_WHERE,
+            fix="drop --cuda-architectures, or build a recipe with the cuda EP",
+        )
+    narrowed = dataclasses.replace(recipe, cuda=dataclasses.replace(recipe.cuda, architectures=architectures))
+    validate_cuda(narrowed, f"recipe {recipe.name}", CUDA_ARCHITECTURES_WHERE)
+    return narrowed, recipe.cuda.architectures, CUDA_ARCHITECTURES_WHERE
+
+
+def check_nvcc(recipe: Recipe, toolchain: ToolchainSpec, where: str) -> None:
+    """The recipe's CUDA architectures and compression are ones the toolchain's nvcc has ([nvcc])."""
+    nvcc = toolchain.nvcc
+    if nvcc is None or not registry.cuda_eps() & set(recipe.execution_providers):
+        return
+    unknown = [a for a in recipe.cuda.architectures if a.split("-")[0].rstrip("af") not in nvcc.architectures]
+    if unknown:
+        raise RecipeError(
+            f"toolchain {toolchain.name!r} cannot compile CUDA code for {', '.join(unknown)}",
+            where=where,
+            fix=f"its nvcc compiles for {', '.join(nvcc.architectures)} (toolchains/{toolchain.name}.toml [nvcc]); "
+            "a newer GPU runs the PTX of the newest listed one (an entry without '-real')",
+        )
+    mode = recipe.cuda.compression
+    if mode and mode not in nvcc.compress_modes:
+        raise RecipeError(
+            f"toolchain {toolchain.name!r} has no fatbin compression mode {mode!r}",
+            where=f"recipe {recipe.name} [cuda] key 'compression'",
+            fix=f"use one of {list(nvcc.compress_modes)}"
+            if nvcc.compress_modes
+            else "drop it: this nvcc compresses with ORT's -Xfatbin=-compress-all only (--compress-mode came in "
+            "CUDA 12.8)",
+        )
+
+
 def make_plan(
     recipe: Recipe,
     toolchain: ToolchainSpec,
@@ -242,9 +298,15 @@ def make_plan(
     compiler_cache: CompilerCache = CACHES["ccache"],
     python: Sequence[str] | None = None,
     workers: tuple[Worker, ...] = (),
+    cuda_architectures: Sequence[str] | None = None,
 ) -> BuildPlan:
     """``python``: the command line's selection from the recipe's [wheel] python (None: all of them);
-    ``workers``: distcc workers for the compile (--workers)."""
+    ``workers``: distcc workers for the compile (--workers); ``cuda_architectures``: the command line's
+    replacement for the recipe's [cuda] architectures (None: the recipe's), a build for iterating."""
+    cuda_where = f"recipe {recipe.name} [cuda] key 'architectures'"
+    cuda_narrowed: tuple[str, ...] = ()
+    if cuda_architectures is not None:
+        recipe, cuda_narrowed, cuda_where = narrow_cuda(recipe, tuple(cuda_architectures))
     version = registry.ort_versions()[recipe.ort_version]
     target = registry.targets()[recipe.target]
     providers = resolve_providers(recipe, toolchain)
@@ -282,6 +344,7 @@ def make_plan(
             fix=f"{toolchain.name} provides: {', '.join(offered)}; or pick a toolchain that provides the EP"
             + (" (one with [openmp], such as portable-glibc2.17-openmp)" if without_openmp else ""),
         )
+    check_nvcc(recipe, toolchain, cuda_where)
     glibc = toolchain.glibc_for(recipe.target)
     if recipe.features.packed_relocations and glibc and tuple(map(int, glibc.split("."))) < PACKED_RELOCATIONS_GLIBC:
         raise RecipeError(
@@ -361,6 +424,7 @@ def make_plan(
         distribution=recipe.wheel.distribution or distribution_name(providers),
         python=tuple(python),
         python_not_built=not_built,
+        cuda_recipe_architectures=cuda_narrowed,
         repair_excludes=tuple(dict.fromkeys(lib for ep in providers for lib in ep.runtime_libs)),
         # Release artifacts ship without symbols, like the official wheels; builds that ask for
         # debug info keep it.

@@ -56,12 +56,15 @@ def plan_for(
     cache_name: str | None = None,
     python: Sequence[str] | None = None,
     workers: str | None = None,
+    cuda_architectures: Sequence[str] | None = None,
 ) -> tuple[BuildPlan, Path]:
     """``python``: the command line's choice of the recipe's Pythons (None: every one it lists);
-    ``workers``: distcc workers as HOST[:PORT][/SLOTS] items (None: $ORTDIST_WORKERS, else none)."""
+    ``workers``: distcc workers as HOST[:PORT][/SLOTS] items (None: $ORTDIST_WORKERS, else none);
+    ``cuda_architectures``: the command line's instead of the recipe's [cuda] list (None: the recipe's)."""
     path = resolve_recipe_path(recipe_arg, project)
     recipe = load_recipe(path)
     toolchain = load_toolchain(project, recipe.toolchain)
     chosen = parse_workers(os.environ.get("ORTDIST_WORKERS", "") if workers is None else workers)
     cache = compiler_cache(cache_name)
-    return make_plan(recipe, toolchain, load_patches(recipe, project), cache, python, chosen), path
+    plan = make_plan(recipe, toolchain, load_patches(recipe, project), cache, python, chosen, cuda_architectures)
+    return plan, path

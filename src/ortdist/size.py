@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .checks import fatbin
+
 KERNEL_COMPONENTS = ("ort:providers",)
 _SYMBOL_LINE = re.compile(r"^(?P<addr>[0-9a-f]+)\s+(?P<size>[0-9a-f]+)\s+(?P<kind>[A-Za-z])\s+(?P<name>.+)$")
 
@@ -171,6 +173,35 @@ def section_rows(lib: Mapping[str, Any], base_lib: Mapping[str, Any] | None) -> 
     return rows
 
 
+def device_code(libraries: Iterable[tuple[str, bytes]]) -> list[dict[str, Any]]:
+    """Each CUDA library's device code (its .nv_fatbin section): the section's bytes and the stored
+    (compressed) bytes of each architecture's SASS and PTX, what every GPU generation costs."""
+    rows = []
+    for name, data in libraries:
+        entries = fatbin.library_entries(data)
+        if entries:
+            rows.append(
+                {
+                    "library": name,
+                    "fatbin_bytes": len(fatbin.section(data)),
+                    "architectures": fatbin.architectures(entries),
+                    "bytes_per_arch": fatbin.bytes_per_arch(entries),
+                }
+            )
+    return rows
+
+
+def device_code_rows(libraries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Markdown: per CUDA library, one line per architecture (SASS sm_XX, PTX compute_XX)."""
+    lines = []
+    for lib in libraries:
+        lines += ["", f"## {lib['library']}: CUDA device code, {lib['fatbin_bytes']:,} bytes (.nv_fatbin)"]
+        lines += ["", "| architecture | code | stored bytes |", "|---|---|---:|"]
+        for arch, stored in lib["bytes_per_arch"].items():
+            lines.append(f"| {arch} | {'PTX' if arch.startswith('compute_') else 'SASS'} | {stored:,} |")
+    return lines
+
+
 def render_table(recipe: str, report: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> str:
     """Markdown: artifact sizes, then the library breakdown, with the baseline build alongside."""
     lines = [f"# Size report: {recipe}", "", "| artifact | bytes | stripped bytes |", "|---|---:|---:|"]
@@ -203,4 +234,5 @@ def render_table(recipe: str, report: Mapping[str, Any], baseline: Mapping[str, 
         if lib["largest_kernels"]:
             lines += ["", "| largest CPU kernels | size |", "|---|---:|"]
             lines += [f"| `{k['kernel'][:100]}` | {_kib(k['bytes'])} |" for k in lib["largest_kernels"]]
+    lines += device_code_rows(report.get("cuda_device_code", []))
     return "\n".join(lines) + "\n"

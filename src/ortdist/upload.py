@@ -85,6 +85,14 @@ def release_wheels(dist: Path) -> list[ReleaseWheel]:
         raise PublishError(
             f"not a manifest ortdist wrote: {exc}", where=str(manifest_file), fix="rebuild the recipe"
         ) from exc
+    if manifest.get("cuda_recipe_architectures"):
+        raise PublishError(
+            f"its CUDA code covers {', '.join(manifest.get('cuda_architectures', []))} only (built with "
+            f"--cuda-architectures), not the recipe's {', '.join(manifest['cuda_recipe_architectures'])}",
+            where=str(manifest_file),
+            fix=f"rebuild without --cuda-architectures (`ortdist build {dist.name}`): a release ships every "
+            "architecture the recipe promises",
+        )
     if not entries:
         raise PublishError(
             "the build made no wheel (its recipe has no [wheel] table)",

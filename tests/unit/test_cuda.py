@@ -207,7 +207,7 @@ def test_cuda_linux_plan(project: Path) -> None:
     assert plan.distribution == "onnxruntime-gpu"
     assert [ep.name for ep in plan.providers] == ["cpu", "cuda"]
     assert defines["onnxruntime_USE_CUDA"] == "ON"
-    assert defines["CMAKE_CUDA_ARCHITECTURES"] == "90"
+    assert defines["CMAKE_CUDA_ARCHITECTURES"] == "60-real;70-real;75-real;80-real;86-real;89-real;90"
     assert defines["CMAKE_CUDA_COMPILER_LAUNCHER"] == defines["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
     assert defines["CMAKE_CUDA_HOST_COMPILER"] == "/opt/ortdist-compiler/bin/x86_64-linux-gnu-g++"  # GCC 11.2
     assert defines["CMAKE_CUDA_COMPILER"] == "/opt/ortdist-wheels/cuda/bin/nvcc"  # beside its own nvcc.profile

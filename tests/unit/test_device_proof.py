@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from ortdist.bench import realsize
 from ortdist.errors import CheckError
 from ortdist.fsutil import sha256_file
 from ortdist.paths import Cache
-from ortdist.smoke import device_proof
+from ortdist.smoke import device_proof, pieces
 from ortdist.smoke.run_suite import NODE_TESTS_DIR
 
 CUDA = "CUDAExecutionProvider"
@@ -74,13 +75,70 @@ def test_a_wheel_without_a_device_ep_has_nothing_to_prove(tmp_path: Path, cache:
     assert not (tmp_path / "bundle").exists()
 
 
-def test_a_bundle_over_the_transfer_limit_is_refused_and_removed(
+def _padded(wheel: Path, size: int) -> Path:
+    """The wheel grown to about ``size`` bytes by an incompressible member (a release CUDA wheel)."""
+    with zipfile.ZipFile(wheel, "a", zipfile.ZIP_STORED) as zf:
+        zf.writestr("onnxruntime/capi/libonnxruntime_providers_cuda.so", np.random.default_rng(0).bytes(size))
+    return wheel
+
+
+def test_a_wheel_over_the_transfer_limit_travels_in_pieces_put_back_together_there(
+    tmp_path: Path, cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = f"{sys.version_info.major}{sys.version_info.minor}"
+    wheel = _padded(fake_wheel(tmp_path, [("cpu", CPU), ("cuda", CUDA)], python=here), 600_000)
+    bundle = tmp_path / "bundle"
+    (tmp_path / "small").mkdir()
+    small = fake_wheel(tmp_path / "small", [("cuda", CUDA)])
+    rest = device_proof.prepare(small, bundle, cache, "x")["bundle_bytes"] - small.stat().st_size
+    monkeypatch.setattr(device_proof, "BUNDLE_LIMIT", rest + pieces.MANIFEST_ROOM + 250_000)
+    manifest = device_proof.prepare(wheel, bundle, cache, "cuda13-linux")
+    parts = manifest["pieces"]
+    # What one call carries, the bundle and one piece, fits the limit.
+    assert len(parts) == 3 and all(p["bytes"] + manifest["bundle_bytes"] <= device_proof.BUNDLE_LIMIT for p in parts)
+    assert sum(p["bytes"] for p in parts) == wheel.stat().st_size and not (bundle / wheel.name).exists()
+    carried = device_proof.pieces_dir(bundle)
+    assert sorted(p.name for p in carried.iterdir()) == [f"{i:02d}" for i in range(len(parts))]
+    said = device_proof.piece_steps(Path(".device-proof/cuda13-linux"), manifest)
+    assert said.count("device-proof gather .device-proof/cuda13-linux") == len(parts) and "--force-ptx" in said
+
+    # One call per piece: each carries the bundle and one folder of <bundle>.pieces.
+    store, held = tmp_path / "store", sorted(carried.iterdir())
+    moved = tmp_path / "not-carried"
+    carried.rename(moved)
+    for number, folder in enumerate(held):
+        carried.mkdir()
+        (moved / folder.name).rename(carried / folder.name)
+        lacking = device_proof.gather(bundle, store)
+        assert lacking == [p["name"] for p in parts[number + 1 :]]
+        if lacking:
+            with pytest.raises(CheckError, match=f"lacks {lacking[0]}"):
+                device_proof.run(bundle, tmp_path / "out", store=store)
+        (carried / folder.name).rename(moved / folder.name)
+        carried.rmdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    whole = pieces.assemble_wheel(bundle, json.loads((bundle / device_proof.MANIFEST).read_text()), store, work)
+    assert sha256_file(whole) == sha256_file(wheel) == manifest["wheel_sha256"]
+
+    # A piece with other bytes is refused where it lies; a damaged one in the store is not used.
+    (store / parts[-1]["name"]).write_bytes(b"damaged")
+    with pytest.raises(CheckError, match=f"lacks {parts[-1]['name']}"):
+        pieces.assemble_wheel(bundle, manifest, store, work)
+    carried.mkdir()
+    (carried / "00").mkdir()
+    (carried / "00" / parts[0]["name"]).write_bytes(b"other")
+    with pytest.raises(CheckError, match="not the one the bundle was prepared with"):
+        device_proof.gather(bundle, store)
+
+
+def test_a_bundle_whose_own_files_leave_no_room_for_pieces_is_refused_and_removed(
     tmp_path: Path, cache: Cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(device_proof, "BUNDLE_LIMIT", 1000)
-    with pytest.raises(CheckError, match="over the 0 MiB the device machine takes") as caught:
+    with pytest.raises(CheckError, match=r"without its wheel is .* over half the") as caught:
         device_proof.prepare(fake_wheel(tmp_path, [("cuda", CUDA)]), tmp_path / "bundle", cache, "cuda13-linux")
-    assert "fewer CUDA architectures" in str(caught.value.fix)
+    assert "keep the bundle's own files small" in str(caught.value.fix)
     assert not (tmp_path / "bundle").exists()
 
 

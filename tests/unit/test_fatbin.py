@@ -108,3 +108,23 @@ def test_a_recipes_cmake_architectures_promise_sass_and_ptx_as_cmake_compiles_th
     assert fatbin.promised(["100-virtual"]) == ["compute_100"]
     with pytest.raises(ValueError, match="not a CUDA architecture"):
         fatbin.promised(["sm_90"])
+
+
+def test_the_size_report_gives_each_cuda_library_its_bytes_per_architecture() -> None:
+    from ortdist import size
+
+    from .test_elf import shared_object
+
+    provider = elf_with({".text": b"\x90" * 32, ".nv_fatbin": PROVIDER})
+    rows = size.device_code([("libonnxruntime_providers_cuda.so", provider), ("libonnxruntime.so", shared_object())])
+    assert rows == [
+        {
+            "library": "libonnxruntime_providers_cuda.so",
+            "fatbin_bytes": len(PROVIDER),
+            "architectures": {"sass": ["sm_80", "sm_86", "sm_90", "sm_120a"], "ptx": ["compute_90"]},
+            "bytes_per_arch": {"sm_80": 40, "sm_86": 16, "sm_90": 72, "sm_120a": 32, "compute_90": 24},
+        }
+    ]
+    table = size.render_table("cuda13-linux", {"artifacts": [], "cuda_device_code": rows}, None)
+    assert f"## libonnxruntime_providers_cuda.so: CUDA device code, {len(PROVIDER):,} bytes" in table
+    assert "| sm_90 | SASS | 72 |" in table and "| compute_90 | PTX | 24 |" in table

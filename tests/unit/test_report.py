@@ -422,3 +422,16 @@ def test_a_build_of_some_of_the_recipes_pythons_says_which_were_left_out() -> No
     page = render([RecipeReport(recipe="cpu-linux", manifest=part)])
     assert "Wheels for Python 3.13, 3.11." in page
     assert "Not built (chosen on the command line with --python): Python 3.10, 3.12" in page
+
+
+def test_a_cuda_build_shows_its_architectures_and_a_narrowed_one_says_it_is_not_the_release() -> None:
+    base = {"recipe": "cuda13-linux", "artifacts": [], "build_times_s": {"total": 1.0}}
+    device_code = [{"library": "libonnxruntime_providers_cuda.so", "bytes_per_arch": {"sm_90": 2_000_000}}]
+    release = {**base, "cuda_architectures": ["89-real", "90"], "size": {"cuda_device_code": device_code}}
+    page = render([RecipeReport(recipe="cuda13-linux", manifest=release)])
+    assert "CUDA code for 89-real, 90 (CMake architectures)." in page and "not its release" not in page
+    assert "<td>libonnxruntime_providers_cuda.so</td><td>sm_90</td><td>SASS</td><td>2.00 MB</td>" in page
+    quick = {**base, "cuda_architectures": ["90"], "cuda_recipe_architectures": ["89-real", "90"]}
+    page = render([RecipeReport(recipe="cuda13-linux", manifest=quick)])
+    assert "the recipe ships 89-real, 90; this is not its release" in page
+    assert "CUDA code" not in render([RecipeReport(recipe="cpu-linux", manifest=base)])

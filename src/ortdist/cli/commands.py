@@ -28,7 +28,7 @@ SCHEMA_PATH = Path("recipes") / "recipe.schema.json"
 
 def cmd_build(args: argparse.Namespace) -> int:
     project = project_root()
-    plan, path = plan_for(args.recipe, project, args.compiler_cache, args.python, args.workers)
+    plan, path = plan_for(args.recipe, project, args.compiler_cache, args.python, args.workers, args.cuda_architectures)
     dist_root = Path(args.dist) if args.dist else project / "dist"
     check_output_dir(dist_root, what="dist directory")
     dist = dist_root / plan.recipe.name
@@ -58,6 +58,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"  manifest: {dist / 'manifest.json'}")
     if plan.python_not_built:
         print(f"  not built (--python): Python {', '.join(plan.python_not_built)} of the recipe's [wheel] python")
+    if plan.cuda_recipe_architectures:
+        print(
+            f"  CUDA code for {', '.join(plan.recipe.cuda.architectures)} only (--cuda-architectures); the recipe "
+            f"ships {', '.join(plan.cuda_recipe_architectures)}: not for publishing"
+        )
     return 0
 
 
@@ -232,11 +237,16 @@ def cmd_device_proof(args: argparse.Namespace) -> int:
     """prepare (here) -> run (on the lent GPU machine, offline) -> accept (here); see smoke/device_proof.py."""
     from ..smoke import device_proof
 
+    store = Path(args.store) if getattr(args, "store", None) else None
     if args.action == "run":
-        proof = device_proof.run(
-            Path(args.bundle), Path(args.out), timing=args.latency, runs=args.runs, libraries_from=args.libraries
-        )
+        options = {"libraries_from": args.libraries, "force_ptx": args.force_ptx, "store": store}
+        proof = device_proof.run(Path(args.bundle), Path(args.out), timing=args.latency, runs=args.runs, **options)
         return 0 if proof["passed"] else 1
+    if args.action == "gather":
+        store = store or device_proof.default_store(Path(args.bundle))
+        lacking = device_proof.gather(Path(args.bundle), store)
+        print(f"ortdist: {store} lacks {', '.join(lacking) or 'no piece of the wheel'}")
+        return 0
     project = project_root()
     plan, _ = plan_for(args.recipe, project)
     recipe_dist = (Path(args.dist) if args.dist else project / "dist") / plan.recipe.name
@@ -245,6 +255,9 @@ def cmd_device_proof(args: argparse.Namespace) -> int:
         allow_removals_under(project / DEVICE_BUNDLE)  # ortdist's own folder: prepare replaces a bundle whole
         bundle = project / DEVICE_BUNDLE / plan.recipe.name
         manifest = device_proof.prepare(wheel, bundle, Cache.default(), plan.recipe.name)
+        if manifest.get("pieces"):
+            print(device_proof.piece_steps(bundle.relative_to(project), manifest))
+            return 0
         print(
             f"ortdist: {bundle} ({manifest['bundle_bytes'] / 2**20:.1f} MiB): {wheel.name}, the reference models and "
             f"ONNX's node tests on {', '.join(manifest['device_providers'])} and the CPU EP\n"

@@ -37,6 +37,15 @@ def _python_list(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(versions))
 
 
+def _cuda_list(text: str) -> tuple[str, ...]:
+    """An argparse type: CMake CUDA architectures, comma-separated ("90", "89-real,90"); their form is
+    checked with the recipe's."""
+    entries = tuple(dict.fromkeys(a.strip() for a in text.split(",") if a.strip()))
+    if not entries:
+        raise argparse.ArgumentTypeError(f"{text!r}: give architectures as CMake writes them, e.g. 90 or 89-real,90")
+    return entries
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ortdist", description=__doc__)
     p.add_argument("--version", action="version", version=f"ortdist {__version__}")
@@ -78,6 +87,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="X.Y[,X.Y...]",
         help="build wheels for only these of the recipe's Pythons (a host without some of them); "
         "the manifest and the report name the ones left out (default: every one the recipe lists)",
+    )
+    b.add_argument(
+        "--cuda-architectures",
+        type=_cuda_list,
+        metavar="ARCH[,ARCH...]",
+        help="compile the CUDA kernels for these instead of the recipe's [cuda] architectures, e.g. 90: a "
+        "build to iterate on (one architecture compiles several times faster); the manifest says so and "
+        "`ortdist publish` refuses it (default: the recipe's list, what a release ships)",
     )
     b.add_argument(
         "--workers",
@@ -166,6 +183,18 @@ def parser() -> argparse.ArgumentParser:
         help="the CUDA/cuDNN libraries: the system's, this Python's NVIDIA wheels (as the [cuda,cudnn] extras "
         "install them), or the system's else the wheels (default)",
     )
+    dpr.add_argument(
+        "--force-ptx",
+        action="store_true",
+        help="run every kernel from the wheel's PTX, JIT-compiled by the driver (CUDA_FORCE_PTX_JIT=1, a cold "
+        "JIT cache): the path of a GPU the wheel has no SASS for; the first session's time is recorded",
+    )
+    dpr.add_argument("--store", help="where `gather` kept the wheel's pieces (default: $TMPDIR/ortdist-pieces/<name>)")
+    dpg = dps.add_parser(
+        "gather", help="on the GPU machine: keep the wheel's pieces this call carried, until the bundle holds them all"
+    )
+    dpg.add_argument("bundle", help=f"the prepared bundle ({commands.DEVICE_BUNDLE}/<recipe>)")
+    dpg.add_argument("--store", help="where to keep them (default: $TMPDIR/ortdist-pieces/<name>)")
     dpa = dps.add_parser("accept", help="file a run's JSON under <dist>/<recipe>/device-proof/ (the report's)")
     dpa.add_argument("recipe")
     dpa.add_argument("folder", help="the folder the run wrote (its --out)")

@@ -227,22 +227,24 @@ FEATURE_SWITCHES = frozenset(
 )
 
 
-def validate_cuda(recipe: Recipe, where: str) -> None:
-    """[cuda] only with an EP nvcc compiles for, and architectures CMake understands, explicitly."""
+def validate_cuda(recipe: Recipe, where: str, place: str = "") -> None:
+    """[cuda] only with an EP nvcc compiles for, and architectures CMake understands, explicitly.
+    ``place``: where the architectures came from, when not the recipe file (a command-line option)."""
     cuda = recipe.cuda
+    place = place or f"{where} [cuda] key 'architectures'"
     if not registry.cuda_eps() & set(recipe.execution_providers):
         return  # a [cuda] table there is refused by load_recipe_text, which sees the raw tables
     if not cuda.architectures:
         raise RecipeError(
             "no CUDA architecture to compile for",
-            where=f"{where} [cuda] key 'architectures'",
+            where=place,
             fix='list the GPUs you ship to, e.g. architectures = ["90"] (H100/H200), ["80", "90"]',
         )
     for arch in cuda.architectures:
         if not _CUDA_ARCH.match(arch):
             raise RecipeError(
                 f"{arch!r} is not a CUDA architecture",
-                where=f"{where} [cuda] key 'architectures'",
+                where=place,
                 fix="use CMake's form: '90', '90a', '120', '86-real', '80-virtual' (no 'native' or 'all': the build "
                 "machine may have no GPU, and the list must say what the artifact runs on)",
             )

@@ -226,6 +226,14 @@ class CudaSettings:
             "architecture adds its own full compile of every kernel, so list only the GPUs you ship to."
         ),
     )
+    compression: str = field(
+        default="",
+        metadata=_help(
+            "nvcc's --compress-mode for the fatbins ('size', 'speed', 'balance', 'default', 'none'; CUDA 12.8 "
+            "and later, as the toolchain's [nvcc] compress_modes list). Empty: ORT's own -Xfatbin=-compress-all "
+            "with the toolkit's default mode."
+        ),
+    )
     attention_kernels: bool = field(
         default=True,
         metadata=_help(

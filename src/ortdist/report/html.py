@@ -365,6 +365,34 @@ def _pythons(m: dict[str, Any]) -> str:
     return f"<p>Wheels for Python {_e(', '.join(built))}.{note}</p>"
 
 
+def _cuda(m: dict[str, Any]) -> str:
+    """The GPUs a CUDA build promises, what its libraries carry (read from their fatbins by the size
+    step), and loudly a --cuda-architectures build that is not the recipe's release."""
+    promised = m.get("cuda_architectures")
+    if not promised:
+        return ""
+    narrowed = m.get("cuda_recipe_architectures") or []
+    note = (
+        f" <strong style='color:#a00'>Built with --cuda-architectures: the recipe ships "
+        f"{_e(', '.join(narrowed))}; this is not its release.</strong>"
+        if narrowed
+        else ""
+    )
+    rows = "".join(
+        f"<tr><td>{_e(lib['library'])}</td><td>{_e(arch)}</td><td>{'PTX' if arch.startswith('compute_') else 'SASS'}"
+        f"</td><td>{_mb(stored)}</td></tr>"
+        for lib in (m.get("size") or {}).get("cuda_device_code", [])
+        for arch, stored in lib["bytes_per_arch"].items()
+    )
+    table = (
+        "<table class='cuda'><thead><tr><th>library</th><th>architecture</th><th>code</th><th>stored</th></tr>"
+        f"</thead><tbody>{rows}</tbody></table>"
+        if rows
+        else ""
+    )
+    return f"<p>CUDA code for {_e(', '.join(promised))} (CMake architectures).{note}</p>{table}"
+
+
 def render(reports: list[RecipeReport], bench_html: str = "") -> str:
     sections = []
     for r in reports:
@@ -375,7 +403,7 @@ def render(reports: list[RecipeReport], bench_html: str = "") -> str:
             f"<section class='recipe' id='{_e(r.recipe)}'><h2>{_e(r.recipe)}</h2>"
             f"<p>{_e(m.get('description', ''))}</p>"
             f"<p>ONNX Runtime {_e(m.get('ort_version'))} for {_e(m.get('target'))}; EPs: "
-            f"{_e(', '.join(m.get('provider_names', [])))}; {_e(m.get('build_type'))}</p>{_pythons(m)}"
+            f"{_e(', '.join(m.get('provider_names', [])))}; {_e(m.get('build_type'))}</p>{_pythons(m)}{_cuda(m)}"
             f"<h3>Artifacts</h3>{_previous_note(r)}{_artifacts(r)}"
             f"<h3>Build steps, in the order they ran</h3>{_build_facts(r)}"
             f"<h3>Smoke matrix</h3>{_smoke_matrix(r)}"

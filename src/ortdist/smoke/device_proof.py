@@ -28,7 +28,9 @@ from .. import __version__
 from ..errors import CheckError
 from ..fsutil import remove_tree, sha256_file
 from ..paths import Cache
+from . import pieces
 from .ondevice import MANIFEST, RESULT, SMOKE_ZIP, _judge, compare_outputs, device_providers, run, summary
+from .pieces import default_store, piece_steps, pieces_dir
 from .run_suite import _node_files, write_reference_models, write_runner
 from .wheelinfo import read_wheel
 
@@ -36,6 +38,7 @@ FILED = f"device-proof/{RESULT}"  # under dist/<recipe>/: what `accept` files an
 # The lent machine takes the working tree and the carried paths up to 64 MiB together; the bundle
 # leaves the rest of the tree (the project's own files, about 2 MiB) its room.
 BUNDLE_LIMIT = 60 * 1024 * 1024
+# A wheel that does not fit (a release CUDA wheel, 200+ MB) travels in pieces (smoke/pieces.py).
 
 
 def _dir_bytes(path: Path) -> int:
@@ -74,6 +77,7 @@ def prepare(wheel: Path, bundle: Path, cache: Cache, recipe: str) -> dict[str, A
             fix="the CPU EPs are proven by the build's own checks and `ortdist smoke`",
         )
     remove_tree(bundle)
+    remove_tree(pieces_dir(bundle))
     smoke = bundle / "smoke"
     smoke.mkdir(parents=True)
     shutil.copyfile(wheel, bundle / wheel.name)
@@ -102,18 +106,26 @@ def prepare(wheel: Path, bundle: Path, cache: Cache, recipe: str) -> dict[str, A
         "node_tests_skipped_by_converter": node_skipped,
         "ortdist": __version__,
     }
+    rest = _dir_bytes(bundle) - wheel.stat().st_size
+    if rest + wheel.stat().st_size > BUNDLE_LIMIT:
+        if rest > BUNDLE_LIMIT // 2:
+            remove_tree(bundle)
+            raise CheckError(
+                f"the proof bundle without its wheel is {rest / 2**20:.1f} MiB, over half the "
+                f"{BUNDLE_LIMIT / 2**20:.0f} MiB the device machine takes in one call",
+                where=str(bundle),
+                fix="the smoke models and node tests grew: keep the bundle's own files small",
+            )
+        (bundle / wheel.name).unlink()
+        manifest["pieces"] = pieces.split(wheel, pieces_dir(bundle), BUNDLE_LIMIT - rest - pieces.MANIFEST_ROOM)
     (bundle / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    size = _dir_bytes(bundle)
-    if size > BUNDLE_LIMIT:
-        remove_tree(bundle)
-        raise CheckError(
-            f"the proof bundle is {size / 2**20:.1f} MiB, over the {BUNDLE_LIMIT / 2**20:.0f} MiB the device "
-            "machine takes",
-            where=str(wheel),
-            fix='build the proven recipe for fewer CUDA architectures ([cuda] architectures = ["90"])',
-        )
-    manifest["bundle_bytes"] = size
+    manifest["bundle_bytes"] = _dir_bytes(bundle)
     return manifest
+
+
+def gather(bundle: Path, store: Path) -> list[str]:
+    """On the lent machine: keep the pieces of the bundle's wheel this call carried (pieces.gather)."""
+    return pieces.gather(bundle, json.loads((bundle / MANIFEST).read_text(encoding="utf-8")), store)
 
 
 # --- on the lent machine ---------------------------------------------------------------------
@@ -149,7 +161,11 @@ __all__ = [
     "_judge",
     "accept",
     "compare_outputs",
+    "default_store",
+    "gather",
     "pick_wheel",
+    "piece_steps",
+    "pieces_dir",
     "prepare",
     "run",
     "summary",

@@ -19,8 +19,9 @@ import numpy as np
 
 from .. import run as door
 from ..errors import CheckError
-from ..fsutil import remove_tree, sha256_file
+from ..fsutil import remove_tree
 from . import env
+from .pieces import assemble_wheel, default_store
 from .suite import Verdict, device_probes, judge, node_test_outcomes
 
 MANIFEST = "manifest.json"
@@ -222,6 +223,12 @@ def _run_timing(workdir: Path, site: Path, cases: list[dict[str, Any]], log: Tex
     return rows
 
 
+# The driver compiles PTX even where SASS of the GPU's own architecture is there: the path a GPU
+# with no SASS in the wheel takes. Its JIT cache goes to a fresh folder, so the time is a cold one.
+FORCE_PTX = "CUDA_FORCE_PTX_JIT"
+JIT_CACHE = "CUDA_CACHE_PATH"
+
+
 def run(
     bundle: Path,
     out: Path,
@@ -230,8 +237,11 @@ def run(
     warmup: int = WARMUP,
     runs: int = RUNS,
     libraries_from: str = "auto",
+    force_ptx: bool = False,
+    store: Path | None = None,
 ) -> dict[str, Any]:
-    """The proof on this machine; writes <out>/device-proof.json (and device-proof.log)."""
+    """The proof on this machine; writes <out>/device-proof.json (and device-proof.log).
+    ``force_ptx``: every kernel from the wheel's PTX, JIT-compiled by the driver."""
     started = time.monotonic()
     manifest = json.loads((bundle / MANIFEST).read_text(encoding="utf-8"))
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -241,12 +251,14 @@ def run(
             where=str(bundle),
             fix=f"run it with python{manifest['python']}, or prepare the bundle with --python {here}",
         )
-    wheel = bundle / manifest["wheel"]
-    if sha256_file(wheel) != manifest["wheel_sha256"]:
-        raise CheckError("the bundle's wheel is not the one it was prepared from", where=str(wheel))
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ortdist-device-proof-"))
+    saved = {name: os.environ.get(name) for name in (FORCE_PTX, JIT_CACHE)}
+    if force_ptx:
+        os.environ[FORCE_PTX] = "1"
+        os.environ[JIT_CACHE] = str(work / "jit-cache")
     try:
+        wheel = assemble_wheel(bundle, manifest, store or default_store(bundle), work)
         with (out / "device-proof.log").open("w", encoding="utf-8") as log:
             machine = _machine()
             _say(log, f"device proof of {manifest['wheel']} on {machine['gpus'] or 'no GPU nvidia-smi knows'}")
@@ -301,6 +313,7 @@ def run(
                     },
                     **({"error": latency_error} if latency_error else {}),
                 },
+                "jit": {"force_ptx": force_ptx, **_first_sessions(result, manifest["device_providers"])},
                 "seconds": {
                     "install": round(install_s, 1),
                     "smoke": round(smoke_s, 1),
@@ -313,7 +326,29 @@ def run(
             _say(log, summary(proof))
     finally:
         remove_tree(work)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return proof
+
+
+def _first_sessions(result: dict[str, Any], providers: list[str]) -> dict[str, Any]:
+    """The first session on each device EP (creating it and its first run): where a driver that
+    JIT-compiles PTX spends its time, and the device cases' total."""
+    found: dict[str, Any] = {}
+    for provider in providers:
+        cases = [c for c in result.get("cases", []) if c.get("provider") == provider and "session_seconds" in c]
+        if cases:
+            first = cases[0]
+            found[provider] = {
+                "first_case": first["name"],
+                "first_session_s": round(first["session_seconds"] + first.get("seconds", 0.0), 3),
+                "cases": len(cases),
+                "all_cases_s": round(sum(c["session_seconds"] + c.get("seconds", 0.0) for c in cases), 3),
+            }
+    return {"first_sessions": found}
 
 
 def _judge(manifest: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
@@ -379,5 +414,12 @@ def summary(proof: dict[str, Any]) -> str:
             lines.append(
                 f"  {r['variant']:<16} {r['provider']:<26} {r['median_ms']:>9.2f} ms  x{r['speedup_vs_cpu']}{check}"
             )
+    jit = proof.get("jit") or {}
+    for provider, first in (jit.get("first_sessions") or {}).items():
+        path = "PTX JIT-compiled by the driver (CUDA_FORCE_PTX_JIT=1)" if jit.get("force_ptx") else "SASS"
+        lines.append(
+            f"{provider}, {path}: first session ({first['first_case']}) {first['first_session_s']:.2f} s; "
+            f"{first['cases']} sessions {first['all_cases_s']:.1f} s"
+        )
     lines.append(f"device proof: {'PASSED' if proof['passed'] else 'FAILED'} in {proof['seconds']['total']:.0f} s")
     return "\n".join(lines)

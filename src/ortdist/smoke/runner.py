@@ -109,8 +109,10 @@ def run_case(
         options.profile_file_prefix = f"{profile_dir}/{case['suite']}_{case['name']}"
         options.log_severity_level = 3
         native_log: list[str] = []
+        created = time.perf_counter()
         with native_stderr(native_log):
             session = ort.InferenceSession(case["model"], options, providers=providers)
+        out["session_seconds"] = time.perf_counter() - created
         if native_log and native_log[0].strip():
             out["ort_log"] = native_log[0]
         with np.load(case["data"]) as data:

@@ -48,11 +48,11 @@ _SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 # venv's interpreter). components and ep_wheels count only where set, so older roots keep their name.
 _ROOT_KEYS = ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
 _ROOT_KEYS_IF_SET = ("components", "ep_wheels", "ep_links", "ep_files", "compiler", "openmp")
-# Not in either digest: what runs after the build, in roots of its own, or checks its outputs
-# (see _digest_input).
-_UNDIGESTED = ("compat", "promise")
+# Not in either digest: what runs after the build, in roots of its own, or checks its outputs or
+# a recipe (see _digest_input).
+_UNDIGESTED = ("compat", "promise", "nvcc")
 _TABLE_HEADER = re.compile(r"^\s*\[")
-_UNDIGESTED_HEADER = re.compile(r"^\s*\[\s*(compat|promise)\s*[.\]]")
+_UNDIGESTED_HEADER = re.compile(r"^\s*\[\s*(compat|promise|nvcc)\s*[.\]]")
 _COMPAT_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 _SUITE = re.compile(r"^[a-z][a-z0-9-]*$")
 
@@ -441,4 +441,5 @@ def load_toolchain(project: Path, name: str) -> ToolchainSpec:
         deps_from_source=tc.deps_from_source,
         compat=tc.compat,
         system_libraries=tc.promise.system_libraries,
+        nvcc=tc.nvcc,
     )

@@ -150,6 +150,18 @@ class Promise:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Nvcc:
+    """[nvcc]: what the toolchain's CUDA compiler can do, so a recipe asking for more is refused
+    while planning, not an hour into the compile."""
+
+    # The real architectures it compiles SASS for (its `nvcc --list-gpu-code`, without "sm_"); an
+    # arch-specific variant ("90a") is allowed where its base is listed.
+    architectures: tuple[str, ...]
+    # Its `--compress-mode` values (CUDA 12.8 and later); none: only ORT's own -Xfatbin=-compress-all.
+    compress_modes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolchainFile:
     """toolchains/<name>.toml; a file that ``extends`` another states only what it adds or changes."""
 
@@ -194,6 +206,7 @@ class ToolchainFile:
     # Older systems a build's outputs are proven on (x86_64 Linux targets): the compat step.
     compat: Mapping[str, CompatRoot] = field(default_factory=_empty)
     promise: Promise = field(default_factory=Promise)
+    nvcc: Nvcc | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,6 +249,7 @@ class ToolchainSpec:
     deps_from_source: bool = False
     compat: Mapping[str, CompatRoot] = field(default_factory=_empty)
     system_libraries: tuple[str, ...] = ()  # [promise]
+    nvcc: Nvcc | None = None
 
     @property
     def has_openmp(self) -> bool:
@@ -332,6 +346,7 @@ __all__ = [
     "Compiler",
     "CrossTarget",
     "EpPip",
+    "Nvcc",
     "OpenMP",
     "OtherPython",
     "PinnedWheel",

@@ -151,11 +151,13 @@ def test_a_cross_wheel_is_held_to_its_targets_glibc(make_env: MakeEnv) -> None:
 
 
 def cuda_provider(needed: tuple[str, ...] = ("libcudart.so.12", "libc.so.6"), code: bytes | None = None) -> bytes:
-    """A CUDA provider library: its needs, and device code (default: sm_80, 86, 90, 120a and compute_90)."""
+    """A CUDA provider library: its needs, and device code (default: SASS for every architecture
+    either CUDA recipe ships, sm_60 to sm_120, and compute_90)."""
     from ..test_elf import shared_object
-    from ..test_fatbin import PROVIDER
+    from ..test_fatbin import container
 
-    return shared_object(needed, named={".nv_fatbin": PROVIDER if code is None else code})
+    release = container([*((2, arch, b"s" * 8) for arch in (60, 70, 75, 80, 86, 89, 90, 100, 120)), (1, 90, b"p" * 8)])
+    return shared_object(needed, named={".nv_fatbin": release if code is None else code})
 
 
 def test_cuda_wheels_exclude_the_vendor_runtime_and_keep_their_runpath(make_env: MakeEnv) -> None:
@@ -299,8 +301,8 @@ def test_the_kept_repair_serves_a_rebuild_but_not_one_asked_to_reuse_nothing(mak
 
 
 def test_a_cuda_wheel_without_code_for_a_promised_architecture_is_refused(make_env: MakeEnv) -> None:
-    """cuda13-linux promises sm_90 and compute_90 ([cuda] architectures = ["90"]): a provider built
-    for sm_80 and sm_86 alone, or with no device code at all, is refused, naming what it lacks."""
+    """cuda13-linux promises SASS from sm_75 to sm_120 and compute_90: a provider built for sm_80 and
+    sm_86 alone, or with no device code at all, is refused, naming what it lacks."""
     from ..test_fatbin import container
 
     dirs = next(ep for ep in make_env("cuda13-linux").plan.providers if ep.name == "cuda").pip_library_dirs
@@ -310,7 +312,9 @@ def test_a_cuda_wheel_without_code_for_a_promised_architecture_is_refused(make_e
     env.runner.on("--print-rpath", stdout=runpath)
     with pytest.raises(PackageError, match="lacks architectures the recipe promises") as info:
         repair.run(env.ctx, env.state)
-    assert f"{CUDA}: no sm_90, compute_90" in str(info.value) and info.value.where.endswith(".whl")
+    assert f"{CUDA}: no sm_75, sm_89, sm_90, compute_90, sm_100, sm_120" in str(
+        info.value
+    ) and info.value.where.endswith(".whl")
     env = ready(make_env("cuda13-linux", python=("3.13",)), {CUDA: cuda_provider(("libc.so.6",), b"")})
     env.runner.on("--print-rpath", stdout=runpath)
     with pytest.raises(PackageError, match="no library in it carries CUDA device code"):

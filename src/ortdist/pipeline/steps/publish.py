@@ -31,6 +31,19 @@ def manifest(ctx: BuildContext, state: BuildState) -> dict[str, Any]:
         **({"python_not_built": list(plan.python_not_built)} if plan.python_not_built else {}),
         # Built for a machine this host has no interpreter of: checked from their ELF files only.
         **({"python_not_run": list(plan.python_not_run)} if plan.python_not_run else {}),
+        # What the CUDA code was compiled for; the recipe's own list where --cuda-architectures replaced it.
+        **(
+            {
+                "cuda_architectures": list(plan.recipe.cuda.architectures),
+                **(
+                    {"cuda_recipe_architectures": list(plan.cuda_recipe_architectures)}
+                    if plan.cuda_recipe_architectures
+                    else {}
+                ),
+            }
+            if plan.builds_cuda
+            else {}
+        ),
         "toolchain": {"name": plan.toolchain.name, "digest": plan.toolchain.digest, "root": state.roots.build.name},
         "cmake_defines": plan.cmake_defines,
         "build_times_s": {**state.timings, "total": round(time.monotonic() - state.started, 1)},

@@ -9,7 +9,6 @@ import time
 import zipfile
 from pathlib import Path
 
-from ... import registry
 from ...checks import elf, fatbin
 from ...errors import PackageError
 from ...fsutil import remove_tree
@@ -129,7 +128,7 @@ def finish(ctx: BuildContext, state: BuildState, version: str, wheel: Path) -> P
         libraries, elf.policy(promised, ctx.plan.toolchain.system_libraries, ctx.plan.repair_excludes), wheel.name
     )
     verify_provider_runpaths(ctx, state, wheel, suffix(ctx, version))
-    if registry.cuda_eps() & {ep.name for ep in ctx.plan.providers}:
+    if ctx.plan.builds_cuda:
         # The GPUs it promises, from the CUDA libraries' own device code (.nv_fatbin).
         fatbin.check(libraries, ctx.plan.recipe.cuda.architectures, wheel.name)
     add_wheel_sbom(ctx, state, wheel)

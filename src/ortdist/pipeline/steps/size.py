@@ -153,6 +153,10 @@ def run(ctx: BuildContext, state: BuildState) -> Size:
                 "stripped_bytes": (work / "pybind.stripped").stat().st_size,
             },
         )
+    if plan.builds_cuda:
+        # The provider libraries as built (stripping leaves .nv_fatbin alone): what each GPU costs.
+        built_providers = [built / ep.provider_library for ep in plan.providers if ep.provider_library]
+        report["cuda_device_code"] = size.device_code((p.name, p.read_bytes()) for p in built_providers if p.is_file())
     baseline = size_baseline(ctx)
     if baseline:
         report["baseline"] = {
