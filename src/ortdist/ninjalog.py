@@ -56,6 +56,9 @@ def seconds_by(ninja_log: str, group: Group) -> dict[str, float]:
     return {name: round(seconds, 1) for name, seconds in out.items()}
 
 
-def dependency_or_ort(output: str) -> str:
-    """ORT's CMake builds the dependencies it fetches (or is handed) under ``_deps/``."""
-    return "dependencies" if output.startswith("_deps/") else "onnxruntime"
+def compile_group(output: str) -> str:
+    """ORT's CMake builds the dependencies it fetches (or is handed) under ``_deps/``; its CUDA
+    kernels (nvcc, every architecture of the recipe) apart from the rest of ORT."""
+    if output.startswith("_deps/"):
+        return "dependencies"
+    return "cuda_kernels" if output.endswith(".cu.o") else "onnxruntime"

@@ -213,4 +213,40 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {WEB_RECIPE} {name} (vs stock onnxruntime-web's; ran: {ran}) | {ours[name]:,} | {stock[name]:,} | "
                 f"{_ratio(ours[name], stock[name])} |"
             )
+    lines += cuda_rows(results.get("cuda") or {})
     return "\n".join(lines) + "\n"
+
+
+def cuda_rows(cuda: dict[str, Any]) -> list[str]:
+    """The CUDA compile's cost: the tree's cold compile by group, each architecture's share of the
+    kernels' compile (measured on a sample), and the no-op and warm rebuilds."""
+    if not cuda:
+        return []
+    lines = [
+        "",
+        f"## CUDA compile cost: {cuda['recipe']} ({cuda['kernels']} kernel files)",
+        "",
+        "| what | command seconds |",
+        "|---|---:|",
+        *(
+            f"| cold compile: {group} | {seconds:,.0f} |"
+            for group, seconds in sorted(cuda["compile_command_s"].items())
+        ),
+    ]
+    if cuda.get("compile_over_every_sitting_s") is not None:
+        lines.append(f"| the tree's compile over every sitting (wall) | {cuda['compile_over_every_sitting_s']:,.0f} |")
+    lines.append(
+        f"| CUDA kernels: host side ({cuda['host_share']:.0%} of a kernel's compile) | "
+        f"{cuda['cuda_kernels_by_architecture_s']['host_side']:,.0f} |"
+    )
+    for entry, share in cuda["architecture_shares"].items():
+        seconds = cuda["cuda_kernels_by_architecture_s"][entry]
+        lines.append(f"| CUDA kernels: architecture {entry} ({share:.0%} of the device compile) | {seconds:,.0f} |")
+    lines += [
+        f"| no-op rebuild (wall) | {cuda['noop_s']:,.1f} |",
+        f"| warm rebuild: fresh tree, warm compiler cache (wall) | {cuda['warm_s']:,.1f} |",
+        "",
+        f"Architecture shares measured on {', '.join(cuda['sample'])}, each compiled without the cache for every "
+        "architecture alone and for all of them.",
+    ]
+    return lines

@@ -35,7 +35,7 @@ from ..pipeline import Layout, Roots
 from ..project import plan_for
 from ..toolchains import Bind, Toolchain, make_toolchain
 from ..wheelhouse import pip_download_argv
-from . import PARTS
+from . import PARTS, cuda
 from . import results as tables
 from .buildpy import buildpy_argv
 from .results import SLIM_COMPARED_WITH, SLIM_RECIPE, WEB_RECIPE, markdown, max_output_diff, native_sizes
@@ -237,6 +237,12 @@ class Bench:
         run.capture(argv, cwd=self.project, env=env, error=BuildError, what="the nox build session")
         return time.monotonic() - start
 
+    def measure_cuda(self) -> dict[str, Any]:
+        def rebuild(*extra: str) -> tuple[float, dict[str, float]]:
+            return self.ortdist_build(*extra), self.last_steps
+
+        return cuda.measure(self.plan, self.toolchain, self.cache, self.layout, rebuild)
+
     # --- sizes ---------------------------------------------------------------------------------
     def our_wheel(self) -> Path:
         """The wheel the build part just made, else the one in dist/<recipe>/ (built if missing)."""
@@ -435,16 +441,8 @@ def run_bench(project: Path, recipe: str, jobs: int, only: list[str]) -> Path:
             return {**bench.results.get("build", {}), **bench.measure_rebuild()}
 
         bench.step("build", rebuild)
-    if "size" in wanted:
-        bench.step("size", bench.measure_size)
-    if "inference" in wanted:
-        bench.step("inference", bench.measure_inference)
-    if "models" in wanted:
-        bench.step("models", bench.measure_models)
-    if "smoke" in wanted:
-        bench.step("smoke", bench.measure_smoke)
-    if "slim" in wanted:
-        bench.step("slim", bench.measure_slim)
-    if "web" in wanted:
-        bench.step("web", bench.measure_web)
+    for part in PARTS[2:]:  # after build and rebuild, each by its measure_<part> method
+        # The CUDA compile's cost is a CUDA recipe's alone: left out of a full run of another.
+        if part in wanted and (part != "cuda" or only or bench.plan.builds_cuda):
+            bench.step(part, getattr(bench, f"measure_{part}"))
     return bench.out / "results.md"

@@ -88,10 +88,10 @@ def fingerprint(ctx: BuildContext, output: StepOutput) -> str:
 
 
 def compile_groups(ctx: BuildContext) -> ninjalog.Group:
-    """The build log's outputs as dependencies, ORT, and the extra versions' bindings (apart
-    from ORT's own, so its compile seconds compare with build.py's)."""
+    """The build log's outputs as dependencies, ORT, its CUDA kernels, and the extra versions'
+    bindings (apart from ORT's own, so its compile seconds compare with build.py's)."""
     prefix = str(ctx.layout.work.inside / "binding-")
-    return lambda output: "python_bindings" if output.startswith(prefix) else ninjalog.dependency_or_ort(output)
+    return lambda output: "python_bindings" if output.startswith(prefix) else ninjalog.compile_group(output)
 
 
 STEP = StepDef(run, fingerprint=fingerprint)
