@@ -18,10 +18,10 @@ from .paths import (
     IN_ROOT_COMPILER,
     IN_ROOT_DEPS,
     IN_ROOT_EP_WHEELS,
-    IN_ROOT_SHIMS,
     IN_ROOT_SOURCE,
     IN_ROOT_TOOLS_VENV,
     IN_ROOT_WORK,
+    in_root,
 )
 from .recipe import Recipe
 from .registry import DependencySource, ExecutionProvider, OrtVersion
@@ -150,21 +150,6 @@ def selected_deps(
         for dep in version.deps
         if (dep.always or toolchain.deps_from_source) and (not dep.eps or eps & set(dep.eps))
     )
-
-
-def in_root(value: str) -> str:
-    """A toolchain define as seen inside the root: ``{shims}`` is where cmake-shims/ is bound,
-    ``{wheels}`` where the toolchain's [ep_wheels] are unpacked (one directory per distribution),
-    ``{compiler}`` where its [compiler] is unpacked, ``{deps}`` where dependency sources are bound
-    (one directory per name)."""
-    for placeholder, path in (
-        ("{shims}", IN_ROOT_SHIMS),
-        ("{wheels}", IN_ROOT_EP_WHEELS),
-        ("{compiler}", IN_ROOT_COMPILER),
-        ("{deps}", IN_ROOT_DEPS),
-    ):
-        value = value.replace(placeholder, str(path))
-    return value
 
 
 def toolchain_define(toolchain: ToolchainSpec, table: str, key: str, value: str) -> str:

@@ -23,6 +23,21 @@ IN_ROOT_EP_WHEELS = Path("/opt/ortdist-wheels")  # PyPI SDK wheels, one director
 IN_ROOT_COMPILER = Path("/opt/ortdist-compiler")  # a toolchain's [compiler], unpacked
 
 
+def in_root(value: str) -> str:
+    """A toolchain define as seen inside the root: ``{shims}`` is where cmake-shims/ is bound,
+    ``{wheels}`` where the toolchain's [ep_wheels] are unpacked (one directory per distribution),
+    ``{compiler}`` where its [compiler] is unpacked, ``{deps}`` where dependency sources are bound
+    (one directory per name)."""
+    for placeholder, path in (
+        ("{shims}", IN_ROOT_SHIMS),
+        ("{wheels}", IN_ROOT_EP_WHEELS),
+        ("{compiler}", IN_ROOT_COMPILER),
+        ("{deps}", IN_ROOT_DEPS),
+    ):
+        value = value.replace(placeholder, str(path))
+    return value
+
+
 def project_root() -> Path:
     """The checkout holding recipes/, patches/ and toolchains/ (ORTDIST_PROJECT overrides)."""
     env = os.environ.get("ORTDIST_PROJECT")

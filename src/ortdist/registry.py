@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from .config import KEY, convert_table, dotted, read_toml, where
 from .errors import DataError
-from .wheel.names import wheel_name
+from .wheelnames import wheel_name
 
 _CMAKE_SWITCH = re.compile(r"^onnxruntime_[A-Z0-9_]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

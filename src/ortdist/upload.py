@@ -29,7 +29,7 @@ from .errors import PublishError
 from .fsutil import atomic_write_text, sha256_file
 from .log import log
 from .manifest import MANIFEST
-from .wheel.names import wheel_name
+from .wheelnames import wheel_name
 
 # Where a publish leaves its record (beside manifest.json; a later build replaces it with the
 # artifacts it describes) and where the smoke reports of the installed wheels go.

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from . import run
-from .checks.elf import interpreter
-from .defines import in_root
+from .elffile import interpreter
 from .errors import RecipeError
 from .log import log
-from .paths import IN_ROOT, Cache
+from .paths import IN_ROOT, Cache, in_root
 from .toolchains import Bind, Toolchain, ToolTree
 
 ENGINE = "distcc"

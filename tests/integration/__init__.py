@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ortdist.checks import elf
+from ortdist.checks.elf import wheel_libraries
 from ortdist.paths import Cache
-from ortdist.wheel.repair import wheel_libraries
 
 PROJECT = Path(__file__).resolve().parents[2]
 

@@ -29,7 +29,7 @@ import pytest
 from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
-from ortdist.wheel.names import required_glibc
+from ortdist.wheelnames import required_glibc
 
 from . import build_recipe, free_port, local_server, scratch_cache
 

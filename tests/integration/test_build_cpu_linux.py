@@ -277,7 +277,7 @@ def test_wheel_and_archive_carry_an_sbom_that_inspect_prints(built: tuple[Path, 
 def test_wheels_are_manylinux_2_17_with_nothing_grafted(built: tuple[Path, dict[str, Any], str]) -> None:
     """The portable toolchain's promise: every wheel installs on glibc 2.17 and newer, and carries
     no <dist>.libs/ (the dependencies are compiled into libonnxruntime.so and the binding)."""
-    from ortdist.wheel.names import required_glibc
+    from ortdist.wheelnames import required_glibc
 
     out, manifest, _ = built
     for art in (a for a in manifest["artifacts"] if a["kind"] == "wheel"):
@@ -296,10 +296,10 @@ def test_every_shipped_elf_keeps_the_promise_and_a_grafted_debian_library_breaks
     (and cross-checked with readelf), against glibc 2.17; then the build root's own Debian
     libstdc++ grafted into the cp313 wheel must be refused."""
     from ortdist.checks import elf
+    from ortdist.checks.elf import wheel_libraries
     from ortdist.paths import Cache
     from ortdist.toolchains import load_toolchain
-    from ortdist.wheel.names import required_glibc
-    from ortdist.wheel.repair import wheel_libraries
+    from ortdist.wheelnames import required_glibc
 
     out, manifest, _ = built
     project = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from ortdist import registry
 from ortdist.checks import elf
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.toolchains import load_toolchain, make_toolchain
-from ortdist.wheel.names import required_glibc
+from ortdist.wheelnames import required_glibc
 
 from . import build_recipe, scratch_cache, shipped_libraries
 

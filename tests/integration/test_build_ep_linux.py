@@ -26,7 +26,7 @@ from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.smoke.suite import expectations
 from ortdist.toolchains import load_toolchain, make_toolchain
-from ortdist.wheel.names import required_glibc
+from ortdist.wheelnames import required_glibc
 from smoke_helpers import expected_smoke_environment
 
 from . import build_recipe, scratch_cache, shipped_libraries

@@ -284,8 +284,8 @@ def test_slim_wheels_are_portable_for_every_python(
     every shipped ELF (the wheels', the shared library archive's) within glibc 2.17, and the static
     archive's tarball ships no ELF file that could need more (its objects link into the user's program)."""
     from ortdist.checks import elf
-    from ortdist.wheel.names import required_glibc
-    from ortdist.wheel.repair import wheel_libraries
+    from ortdist.checks.elf import wheel_libraries
+    from ortdist.wheelnames import required_glibc
 
     out, manifest = slim
     wheels = [a for a in manifest["artifacts"] if a["kind"] == "wheel"]

@@ -205,3 +205,10 @@ def test_the_ort_format_conversion_is_reproducible(tmp_path: Path) -> None:
         for run in ("one", "two")
     )
     assert first == second
+
+
+def test_the_recipes_reference_model_names_are_the_smoke_catalogues() -> None:
+    from ortdist.recipe.model import REFERENCE_MODELS
+    from ortdist.smoke.models import BUILDERS
+
+    assert tuple(BUILDERS) == REFERENCE_MODELS

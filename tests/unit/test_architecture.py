@@ -72,6 +72,51 @@ def test_find_cycle_finds_one() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
+def package_of(module: str) -> str:
+    """ortdist.checks.elf -> ortdist.checks; a top-level module is its own package."""
+    return ".".join(module.split(".")[:2])
+
+
+def mutual_packages(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """Each pair of packages that import each other (module by module, at any depth), with the
+    imports that make it one: a file-level graph without cycles can still have two packages that
+    each reach into the other, which makes "what may I touch" a question about both."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, deps in graph.items():
+        for dep in deps:
+            edge = (package_of(module), package_of(dep))
+            if edge[0] != edge[1] and "ortdist" not in edge:
+                edges.setdefault(edge, []).append(f"{module} -> {dep}")
+    return {(a, b): sorted(edges[(a, b)] + edges[(b, a)]) for a, b in sorted(edges) if a < b and (b, a) in edges}
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Which packages (and top-level modules) each imports, the package itself and ortdist/__init__
+    left out."""
+    out: dict[str, set[str]] = {}
+    for module, deps in graph.items():
+        if package_of(module) != "ortdist":
+            out.setdefault(package_of(module), set())
+            out[package_of(module)] |= {package_of(d) for d in deps} - {package_of(module), "ortdist"}
+    return out
+
+
+def test_packages_import_only_downward() -> None:
+    """No two packages import each other, directly or round a longer loop (checks -> smoke ->
+    wheel -> checks was one): each has a floor, and a piece a lower one needs moves down."""
+    graph = import_graph()
+    assert mutual_packages(graph) == {}
+    assert find_cycle(package_graph(graph)) == []
+
+
+def test_mutual_packages_finds_a_pair_through_different_modules() -> None:
+    graph = {"ortdist.a.x": {"ortdist.b.y"}, "ortdist.b.z": {"ortdist.a.w"}, "ortdist.a.w": set(), "ortdist.b.y": set()}
+    assert mutual_packages(graph) == {
+        ("ortdist.a", "ortdist.b"): ["ortdist.a.x -> ortdist.b.y", "ortdist.b.z -> ortdist.a.w"]
+    }
+    assert mutual_packages({"ortdist.a.x": {"ortdist.b.y"}, "ortdist.b.y": set()}) == {}
+
+
 @pytest.mark.parametrize("low", ["ortdist.bench.run", "ortdist.pipeline.driver", "ortdist.checks.c_smoke"])
 def test_nothing_below_the_cli_imports_it(low: str) -> None:
     graph = import_graph()

@@ -15,8 +15,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from ortdist.bench import realsize
 from ortdist.bench.results import markdown
+from ortdist.smoke import realsize
 
 
 def parameters(model: onnx.ModelProto) -> int:
@@ -68,8 +68,8 @@ def test_latency_script_times_each_model_at_each_thread_count(tmp_path: Path) ->
     np.savez(tmp_path / "m" / "inputs.npz", **model.inputs)
     case = {"name": "bert_base", "model": "m/model.onnx", "inputs": "m/inputs.npz"}
     (tmp_path / "plan.json").write_text(json.dumps({"threads": [1, 2], "runs": 3, "warmup": 1, "models": [case]}))
-    smoke = Path(realsize.__file__).parents[1] / "smoke"
-    for script in (Path(realsize.__file__).with_name("latency.py"), smoke / "runner.py", smoke / "proof.py"):
+    smoke = Path(realsize.__file__).parent
+    for script in (smoke.parent / "bench" / "latency.py", smoke / "runner.py", smoke / "proof.py"):
         shutil.copyfile(script, tmp_path / script.name)  # as the bench lays them out
     subprocess.run([sys.executable, "latency.py", "plan.json", "result.json"], cwd=tmp_path, check=True)
     result = json.loads((tmp_path / "result.json").read_text())

@@ -11,11 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ortdist.bench import realsize
 from ortdist.errors import CheckError
 from ortdist.fsutil import sha256_file
 from ortdist.paths import Cache
-from ortdist.smoke import device_proof, pieces
+from ortdist.smoke import device_proof, pieces, realsize
 from ortdist.smoke.run_suite import NODE_TESTS_DIR
 
 CUDA = "CUDAExecutionProvider"

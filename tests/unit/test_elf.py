@@ -194,7 +194,7 @@ def test_every_elf_an_artifact_carries_is_found_by_its_magic_whatever_its_name(t
     import tarfile
     import zipfile
 
-    from ortdist.wheel.repair import wheel_libraries
+    from ortdist.checks.elf import wheel_libraries
 
     members = {"pkg/libx.so.1": shared_object(), "pkg/helper": shared_object(), "pkg/data.so.txt": b"not an elf"}
     wheel = tmp_path / "x-1-py3-none-any.whl"

@@ -138,7 +138,7 @@ def test_selected_deps_follow_toolchain_and_eps(project: Path, recipe_from: Call
 
 def test_in_root_substitutes_every_placeholder() -> None:
     """A toolchain define names the root's trees by placeholder; each one, however often it occurs."""
-    from ortdist.defines import in_root
+    from ortdist.paths import in_root
 
     assert in_root("-B{compiler}/newer-binutils/ -idirafter {compiler}/python-multiarch") == (
         "-B/opt/ortdist-compiler/newer-binutils/ -idirafter /opt/ortdist-compiler/python-multiarch"

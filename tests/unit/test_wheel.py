@@ -12,8 +12,8 @@ from ortdist.plan import BuildPlan, make_plan
 from ortdist.recipe import load_recipe
 from ortdist.toolchains import load_toolchain
 from ortdist.wheel import assemble
-from ortdist.wheel.names import required_glibc, wheel_tag
 from ortdist.wheel.repair import auditwheel_argv, check_glibc_promise
+from ortdist.wheelnames import required_glibc, wheel_tag
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ from .results import SLIM_COMPARED_WITH, SLIM_RECIPE, WEB_RECIPE, markdown, max_
 # A file every CPU build compiles, changed by one comment line for the one-file-change rebuild.
 ONE_FILE = "onnxruntime/core/providers/cpu/math/element_wise_ops.cc"
 IN_ROOT_BENCH = IN_ROOT / "bench"
-# The real-size models' generator version: bump it when bench/realsize.py changes the graphs.
+# The real-size models' generator version: bump it when smoke/realsize.py changes the graphs.
 REALSIZE_VERSION = "v1"
 THREADS = (1, 2)
 
@@ -314,7 +314,7 @@ class Bench:
 
     def real_models(self) -> dict[str, tuple[Path, Path, str]]:
         """The real-size models and their QDQ variants on disk: name -> (model.onnx, inputs.npz, summary)."""
-        from . import realsize
+        from ..smoke import realsize
 
         return realsize.on_disk(self.work / "realsize" / REALSIZE_VERSION)
 
@@ -355,7 +355,7 @@ class Bench:
         return result
 
     def measure_models(self, rounds: int = 8, runs: int = 20, warmup: int = 3) -> dict[str, Any]:
-        """Real-size models (bench/realsize.py), ours vs PyPI's wheel, at 1 and 2 threads: the median
+        """Real-size models (smoke/realsize.py), ours vs PyPI's wheel, at 1 and 2 threads: the median
         of each round's median, rounds alternating which wheel goes first; outputs compared. Each
         round's own ratio is kept too: a 1-2% difference is within what rounds on a 2-core machine
         spread over, and the spread says so."""

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..distinfo import dist_info_dir
 from ..fsutil import atomic_file
-from ..wheel.record import dist_info_dir
 
 FACTS = ".ortdist-installed.json"
 

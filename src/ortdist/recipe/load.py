@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import registry
 from ..config import convert, did_you_mean, parse_toml, read_toml
 from ..errors import RecipeError
-from .model import KERNEL_CUTS, REFERENCE_PREFIX, Recipe
+from .model import KERNEL_CUTS, REFERENCE_MODELS, REFERENCE_PREFIX, Recipe
 
 __all__ = ["did_you_mean", "is_plain_name", "load_recipe", "load_recipe_text", "validate"]
 
@@ -169,7 +169,7 @@ def validate_size_baseline(recipe: Recipe, origin: Path) -> None:
 def validate_named_files(recipe: Recipe, origin: Path) -> None:
     """Files the recipe names (relative to it) exist, and its models are ONNX models: checked at load
     time, so `validate` and `plan` refuse them, not the models step after the toolchain and source."""
-    from ..reduce.onnxfile import onnx_problem
+    from .onnxfile import onnx_problem
 
     where = str(origin)
     named = [("config", recipe.reduce.config)] if recipe.reduce.config else []
@@ -251,8 +251,6 @@ def validate_cuda(recipe: Recipe, where: str, place: str = "") -> None:
 
 
 def validate_reduction(recipe: Recipe, where: str) -> None:
-    from ..smoke.models import BUILDERS
-
     features, reduce = recipe.features, recipe.reduce
     if not features.exceptions and features.minimal_build == "off":
         raise RecipeError(
@@ -308,12 +306,12 @@ def validate_reduction(recipe: Recipe, where: str) -> None:
             fix='add models = ["reference:cnn"] or config = "ops.config" under [reduce]',
         )
     for i, model in enumerate(reduce.models):
-        if model.startswith(REFERENCE_PREFIX) and model.removeprefix(REFERENCE_PREFIX) not in BUILDERS:
+        if model.startswith(REFERENCE_PREFIX) and model.removeprefix(REFERENCE_PREFIX) not in REFERENCE_MODELS:
             name = model.removeprefix(REFERENCE_PREFIX)
             raise RecipeError(
                 f"unknown reference model {name!r}",
                 where=f"{where} [reduce] key 'models[{i}]'",
-                fix=_fix(did_you_mean(name, BUILDERS), f"reference models: {', '.join(BUILDERS)}"),
+                fix=_fix(did_you_mean(name, REFERENCE_MODELS), f"reference models: {', '.join(REFERENCE_MODELS)}"),
             )
         if not model.startswith(REFERENCE_PREFIX) and not model.lower().endswith(".onnx"):
             raise RecipeError(

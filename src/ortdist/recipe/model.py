@@ -26,6 +26,19 @@ def _help(text: str) -> dict[str, str]:
 
 # A [reduce] models entry naming one of ortdist's reference models (smoke/models.py) instead of a file.
 REFERENCE_PREFIX = "reference:"
+# The reference models a recipe may name after the prefix: the smoke suite's catalogue
+# (smoke/models.py BUILDERS, held equal to this by a unit test), named here so a recipe is checked
+# without importing the layer above that builds them.
+REFERENCE_MODELS = (
+    "cnn",
+    "transformer",
+    "control_flow",
+    "qdq_cnn",
+    "fp16_mlp",
+    "if_conv",
+    "loop_conv",
+    "qdq_control_flow",
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -32,10 +32,9 @@ IN_ROOT_MODELS = IN_ROOT / "models"
 CONVERT_SCRIPT = Path(__file__).with_name("to_ort.py")
 
 
-def gather_models(entries: Sequence[str], base: Path, dest: Path) -> list[Path]:
-    """Reference models are generated, recipe models copied: ``dest/<name>.onnx`` each."""
-    from ..smoke.models import BUILDERS
-
+def gather_models(entries: Sequence[str], base: Path, dest: Path, reference: Callable[[str], bytes]) -> list[Path]:
+    """Reference models are generated (``reference``: a name's model bytes, from the smoke suite's
+    catalogue, which sits above this package), recipe models copied: ``dest/<name>.onnx`` each."""
     remove_tree(dest)
     dest.mkdir(parents=True)
     out: list[Path] = []
@@ -43,7 +42,7 @@ def gather_models(entries: Sequence[str], base: Path, dest: Path) -> list[Path]:
         if entry.startswith(REFERENCE_PREFIX):
             name = entry.removeprefix(REFERENCE_PREFIX)
             target = dest / f"{name}.onnx"
-            target.write_bytes(BUILDERS[name]().model)
+            target.write_bytes(reference(name))
         else:
             source = (base / entry).resolve()
             if not source.is_file():
@@ -165,7 +164,7 @@ INPUT_SUFFIXES = (".onnx", ".ort", ".config", ".txt")
 
 def check_inputs(paths: Sequence[Path]) -> None:
     """Every input exists, has a known type and (ONNX) parses: refused before a converter starts."""
-    from .onnxfile import onnx_problem
+    from ..recipe.onnxfile import onnx_problem
 
     for path in paths:
         if not path.is_file():

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from ..pipeline.driver import STEPS
 from ..registry import PypiWheel, pypi_wheels
-from ..wheel.names import wheel_name
+from ..wheelnames import wheel_name
 
 Manifest = Mapping[str, Any]
 

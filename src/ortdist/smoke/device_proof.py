@@ -10,7 +10,7 @@ Three steps, so the lent minutes go to running and nothing else:
 - ``run`` (the lent machine): installs the wheel with pip, no index and no dependencies (the
   machine's numpy is used); runs the runner on every case; judges it with the smoke suite's own
   rules under --require-device (a skipped device case fails); generates the real-size models there
-  (bench/realsize.py needs only numpy and onnx) and times them on the EP and on the CPU EP of the
+  (smoke/realsize.py needs only numpy and onnx) and times them on the EP and on the CPU EP of the
   same machine; writes device-proof.json and a log into the folder it is given.
 - ``accept`` (the build machine): checks that the JSON proves the very wheel in dist/<recipe>/ (its
   sha256) and files it as dist/<recipe>/device-proof/device-proof.json, which the report shows.

@@ -148,7 +148,7 @@ def _timing_plan(workdir: Path, providers: list[str], threads: int, warmup: int,
     every model on the CPU EP alone and on each device EP (with the CPU EP as fallback)."""
     import onnx
 
-    from ..bench import realsize
+    from . import realsize
 
     cases: list[dict[str, Any]] = []
     for name, builder in realsize.BUILDERS.items():

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PackageError
-from ..wheel.names import wheel_name, wheel_tag
+from ..wheelnames import wheel_name, wheel_tag
 
 _MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_")
 # "nvidia-cudnn-cu12<10,>=9.7; extra == \"cudnn\"": a requirement that only an extra brings in.

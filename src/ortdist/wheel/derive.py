@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checks.elf import ElfNeeds, is_elf, read_needs
+from ..distinfo import dist_info_dir
+from ..elffile import ElfNeeds, is_elf, read_needs, wheel_libraries
 from ..errors import PackageError
 from ..fsutil import atomic_file, remove_tree
-from .record import INTERMEDIATE_LEVEL, dist_info_dir, record_line
-from .repair import wheel_libraries
+from .record import INTERMEDIATE_LEVEL, record_line
 
 # auditwheel's policies refuse some of zlib's symbols (its blacklist): a wheel needing libz is
 # always repaired by auditwheel itself.

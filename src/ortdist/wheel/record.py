@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import deflate
+from ..distinfo import dist_info_dir
 from ..errors import PackageError
 from ..fsutil import atomic_file
 
@@ -23,15 +24,6 @@ from ..fsutil import atomic_file
 def record_line(name: str, data: bytes) -> str:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{name},sha256={digest},{len(data)}"
-
-
-def dist_info_dir(names: list[str]) -> str:
-    records = [n for n in names if n.endswith(".dist-info/RECORD") and n.count("/") == 1]
-    if len(records) != 1:
-        raise PackageError(
-            f"expected one top-level .dist-info/RECORD, found {records}", fix="the wheel is malformed: rebuild it"
-        )
-    return records[0].rsplit("/", 1)[0]
 
 
 # The wheel is written once and downloaded many times: 8 rather than auditwheel's 6 takes 72 KB

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import struct
-import zipfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..errors import PackageError
 from ..paths import IN_ROOT_TOOLS_VENV
-from .names import required_glibc
+from ..wheelnames import required_glibc
 
 
 def auditwheel_argv(raw_wheel: str, out_dir: str, excludes: Sequence[str], *, strip: bool) -> list[str]:
@@ -85,21 +84,6 @@ def executable_stack(elf: bytes) -> bool:
             flags_at = start + 4 if wide else start + 24
             return bool(struct.unpack_from(f"{order}I", elf, flags_at)[0] & _PF_X)
     return True
-
-
-def wheel_libraries(wheel: Path) -> list[tuple[str, bytes]]:
-    """Every ELF file a wheel carries, by its member name: found by its magic, not its name (a
-    library or an executable named otherwise is checked all the same)."""
-    found = []
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            if info.is_dir() or info.file_size < 52:
-                continue
-            with zf.open(info) as handle:
-                if handle.read(4) != b"\x7fELF":
-                    continue
-            found.append((info.filename, zf.read(info)))
-    return found
 
 
 def check_no_executable_stack(libraries: Iterable[tuple[str, bytes]], where: str) -> None:

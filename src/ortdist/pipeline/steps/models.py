@@ -11,6 +11,7 @@ from ...fsutil import remove_tree
 from ...manifest import Artifact
 from ...recipe.model import KERNEL_CUTS
 from ...reduce import analyze, convert
+from ...smoke.models import BUILDERS
 from ..context import BuildContext
 from ..state import BuildState, Models
 from ..step import StepDef
@@ -23,7 +24,9 @@ def run(ctx: BuildContext, state: BuildState) -> Models:
     inputs: list[Path] = []
     artifacts: list[Artifact] = []
     if recipe.reduce.models:
-        onnx_models = convert.gather_models(recipe.reduce.models, ctx.recipe_path.parent, place.host / "onnx")
+        onnx_models = convert.gather_models(
+            recipe.reduce.models, ctx.recipe_path.parent, place.host / "onnx", lambda name: BUILDERS[name]().model
+        )
         with ctx.open_log("models") as log:
             converted = convert.convert_to_ort_format(
                 onnx_models,

@@ -9,12 +9,13 @@ import time
 import zipfile
 from pathlib import Path
 
+from ... import wheelnames as names
 from ...checks import elf, fatbin
 from ...errors import PackageError
 from ...fsutil import remove_tree
 from ...manifest import Artifact
 from ...paths import IN_ROOT_TARGET, IN_ROOT_TOOLS_VENV
-from ...wheel import assemble, derive, names, repair
+from ...wheel import assemble, derive, repair
 from ..context import BuildContext
 from ..sboms import add_wheel_sbom
 from ..state import BuildState, PerPython, Repaired, Wheels
@@ -119,7 +120,7 @@ def finish(ctx: BuildContext, state: BuildState, version: str, wheel: Path) -> P
     """What every repaired wheel must be, however it was repaired: no executable stack, each
     library within its tag's promise, provider RUNPATHs kept, CUDA code for every architecture the
     recipe promises; then its SBOM."""
-    libraries = repair.wheel_libraries(wheel)
+    libraries = elf.wheel_libraries(wheel)
     repair.check_no_executable_stack(libraries, wheel.name)
     # What the tag promises, from the libraries' own DT_NEEDED and version needs: auditwheel allows
     # all of manylinux's list, the toolchain's [promise] may allow less.

@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import TextIO
 
 from ... import run, sources
-from ...defines import in_root
 from ...errors import SourceError, ToolchainError
-from ...paths import Cache
+from ...paths import Cache, in_root
 from ...registry import debian_pool_dir
 from ..spec import OpenMP, ToolchainSpec
 
