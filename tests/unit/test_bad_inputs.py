@@ -8,6 +8,7 @@ output must contain. ``build`` cases fail before the toolchain step, so they nee
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ortdist.cli import main
+from ortdist.cli.parser import parser
 from ortdist.smoke import env as smoke_env
 from ortdist.smoke.models import BUILDERS
 
@@ -247,7 +249,7 @@ def _(e: Env) -> tuple[list[str], list[str]]:
 
 
 # -- build arguments ---------------------------------------------------------------------------------
-@case("build-args", "build-negative-jobs")
+@case("build-args", "build-jobs-negative")
 def _(e: Env) -> tuple[list[str], list[str]]:
     return ["build", "cpu-linux", "--jobs", "-3"], ["--jobs", "-3"]
 
@@ -536,19 +538,19 @@ def _(e: Env) -> tuple[list[str], list[str]]:
     return ["smoke", str(good), str(bad)], [str(bad), "not a zip archive"]
 
 
-@case("smoke", "smoke-zero-latency")
+@case("smoke", "smoke-latency-zero")
 def _(e: Env) -> tuple[list[str], list[str]]:
     p = e.write(WHEEL, wheel_bytes(WHEEL))
     return ["smoke", str(p), "--latency", "0"], ["--latency", "0 is less than 1"]
 
 
-@case("smoke", "smoke-negative-warmup")
+@case("smoke", "smoke-warmup-negative")
 def _(e: Env) -> tuple[list[str], list[str]]:
     p = e.write(WHEEL, wheel_bytes(WHEEL))
     return ["smoke", str(p), "--latency", "5", "--warmup", "-1"], ["--warmup", "-1 is less than 0"]
 
 
-@case("smoke", "smoke-zero-threads")
+@case("smoke", "smoke-threads-zero")
 def _(e: Env) -> tuple[list[str], list[str]]:
     p = e.write(WHEEL, wheel_bytes(WHEEL))
     return ["smoke", str(p), "--latency", "5", "--threads", "0"], ["--threads", "0 is less than 1"]
@@ -578,7 +580,7 @@ def _(e: Env) -> tuple[list[str], list[str]]:
     return ["inspect", str(e.tmp / WHEEL)], [str(e.tmp / WHEEL), "is a directory"]
 
 
-@case("more-args", "analyze-unknown-target-arch")
+@case("more-args", "analyze-target-arch-unknown")
 def _(e: Env) -> tuple[list[str], list[str]]:
     cfg = e.write("ops.config", "ai.onnx;13;Relu\n")
     return ["analyze", str(cfg), "--target-arch", "sparc"], ["--target-arch", "'sparc'"]
@@ -644,7 +646,7 @@ def _(e: Env) -> tuple[list[str], list[str]]:
     return ["publish", "cpu-linux", "--repository-url", INDEX], [WHEEL, "sha256 differs from manifest.json"]
 
 
-@case("publish", "publish-not-an-http-url")
+@case("publish", "publish-repository-url-not-http")
 def _(e: Env) -> tuple[list[str], list[str]]:
     published_build(e, {"passed": True})
     return ["publish", "cpu-linux", "--repository-url", "ftp://index"], ["--repository-url 'ftp://index'", "http"]
@@ -679,6 +681,208 @@ def _(e: Env) -> tuple[list[str], list[str]]:
     cache = e.write("cache-file", "x")
     e.monkeypatch.setenv("ORTDIST_CACHE", str(cache))
     return ["smoke", str(wheel)], [str(cache), "cannot use the cache", "ORTDIST_CACHE"]
+
+
+# -- every option of every command: a bad value refused before any work (issue #56) ---------------
+@case("options", "build-compiler-cache-unknown")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "cpu-linux", "--compiler-cache", "redis"], ["--compiler-cache", "'redis'"]
+
+
+@case("options", "build-compiler-cache-env-unknown")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.monkeypatch.setenv("ORTDIST_COMPILER_CACHE", "redis")
+    return ["build", "cpu-linux"], ["ORTDIST_COMPILER_CACHE", "'redis'"]
+
+
+@case("options", "build-python-not-a-version")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "cpu-linux", "--python", "3.x"], ["--python", "3.x"]
+
+
+@case("options", "build-python-not-the-recipes")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "cpu-linux", "--python", "3.9"], ["--python", "3.9"]
+
+
+@case("options", "build-cuda-architectures-native")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "cuda13-linux", "--cuda-architectures", "native"], ["--cuda-architectures", "'native'"]
+
+
+@case("options", "build-cuda-architectures-cpu-recipe")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "cpu-linux", "--cuda-architectures", "90"], ["--cuda-architectures", "compiles no CUDA code"]
+
+
+@case("options", "build-workers-bad-port")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["build", "cpu-linux", "--workers", "10.0.0.2:port"], ["--workers", "10.0.0.2:port"]
+
+
+@case("options", "build-workers-env-bad-slots")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    e.monkeypatch.setenv("ORTDIST_WORKERS", "10.0.0.2/zero")
+    return ["build", "cpu-linux"], ["ORTDIST_WORKERS", "10.0.0.2/zero"]
+
+
+@case("options", "worker-listen-not-an-address")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["worker", "portable-glibc2.17", "--listen", "nowhere", "--allow", "10.0.0.0/24"], ["--listen", "'nowhere'"]
+
+
+@case("options", "worker-allow-not-a-network")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["worker", "portable-glibc2.17", "--listen", "10.0.0.1", "--allow", "10.0.0.0/33"], [
+        "--allow",
+        "'10.0.0.0/33'",
+    ]
+
+
+@case("options", "worker-port-out-of-range")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    argv = ["worker", "portable-glibc2.17", "--listen", "10.0.0.1", "--allow", "10.0.0.0/24", "--port", "70000"]
+    return argv, ["--port", "70000"]
+
+
+@case("options", "worker-jobs-negative")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    argv = ["worker", "portable-glibc2.17", "--listen", "10.0.0.1", "--allow", "10.0.0.0/24", "-j", "-2"]
+    return argv, ["--jobs", "-2"]
+
+
+@case("options", "worker-state-is-a-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("state", "x")
+    argv = ["worker", "portable-glibc2.17", "--listen", "10.0.0.1", "--allow", "10.0.0.0/24", "--state", str(p)]
+    return argv, [str(p), "not a directory"]
+
+
+@case("options", "worker-toolchain-unknown")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["worker", "nope", "--listen", "10.0.0.1", "--allow", "10.0.0.0/24"], ["unknown toolchain 'nope'"]
+
+
+@case("options", "smoke-toolchain-unknown")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write(WHEEL, wheel_bytes(WHEEL))
+    return ["smoke", str(p), "--toolchain", "nope"], ["--toolchain", "unknown toolchain 'nope'"]
+
+
+@case("options", "device-proof-prepare-python-not-a-version")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["device-proof", "prepare", "cuda13-linux", "--python", "312"], ["--python", "'312'"]
+
+
+@case("options", "device-proof-prepare-dist-is-a-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("dist-file", "x")
+    return ["device-proof", "prepare", "cuda13-linux", "--dist", str(p)], [str(p), "not a directory"]
+
+
+def _bundle(e: Env) -> Path:
+    bundle = e.tmp / "bundle"
+    manifest = {"recipe": "cuda13-linux", "wheel": WHEEL, "wheel_sha256": "0" * 64, "python": "3.12"}
+    e.write("bundle/manifest.json", json.dumps(manifest))
+    return bundle
+
+
+@case("options", "device-proof-run-out-is-a-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = e.write("out", "x")
+    return ["device-proof", "run", str(_bundle(e)), "--out", str(out)], [str(out), "not a directory"]
+
+
+@case("options", "device-proof-run-runs-zero")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["device-proof", "run", str(_bundle(e)), "--out", str(e.tmp / "o"), "--runs", "0"], ["--runs", "0"]
+
+
+@case("options", "device-proof-run-libraries-unknown")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    argv = ["device-proof", "run", str(_bundle(e)), "--out", str(e.tmp / "o"), "--libraries", "conda"]
+    return argv, ["--libraries", "'conda'"]
+
+
+@case("options", "device-proof-run-store-is-a-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    store = e.write("store", "x")
+    argv = ["device-proof", "run", str(_bundle(e)), "--out", str(e.tmp / "o"), "--store", str(store)]
+    return argv, [str(store), "not a directory"]
+
+
+@case("options", "device-proof-gather-store-is-a-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    store = e.write("store", "x")
+    return ["device-proof", "gather", str(_bundle(e)), "--store", str(store)], [str(store), "not a directory"]
+
+
+@case("options", "device-proof-accept-dist-is-a-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("dist-file", "x")
+    folder = e.write("results/device-proof.json", "{}").parent
+    return ["device-proof", "accept", "cuda13-linux", str(folder), "--dist", str(p)], [str(p), "not a directory"]
+
+
+@case("options", "device-proof-run-bundle-without-manifest")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    bundle = e.write("bundle/smoke.zip", b"").parent
+    return ["device-proof", "run", str(bundle), "--out", str(e.tmp / "o")], [
+        str(bundle / "manifest.json"),
+        "not a bundle",
+    ]
+
+
+@case("options", "device-proof-accept-proof-without-wheel")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    folder = e.write("results/device-proof.json", "{}").parent
+    return ["device-proof", "accept", "cuda13-linux", str(folder)], [str(folder / "device-proof.json"), "'wheel'"]
+
+
+@case("options", "publish-index-url-not-http")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    published_build(e, {"passed": True})
+    argv = ["publish", "cpu-linux", "--repository-url", "http://i/", "--index-url", "file:///simple"]
+    return argv, ["--index-url 'file:///simple'", "http"]
+
+
+@case("options", "publish-dist-is-a-file")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    p = e.write("dist-file", "x")
+    return ["publish", "cpu-linux", "--repository-url", "http://i/", "--dist", str(p)], [str(p), "not a directory"]
+
+
+@case("options", "bench-recipe-unknown")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["bench", "--recipe", "nope"], ["nope"]
+
+
+@case("options", "bench-jobs-negative")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["bench", "-j", "-1"], ["--jobs", "-1"]
+
+
+@case("options", "bench-only-unknown")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    return ["bench", "--only", "speed"], ["--only", "'speed'"]
+
+
+@case("options", "analyze-optimization-level-unknown")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    cfg = e.write("ops.config", "ai.onnx;13;Relu\n")
+    return ["analyze", str(cfg), "--optimization-level", "max"], ["--optimization-level", "'max'"]
+
+
+@case("options", "analyze-ort-version-unknown")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    cfg = e.write("ops.config", "ai.onnx;13;Relu\n")
+    return ["analyze", str(cfg), "--ort-version", "latest"], ["--ort-version", "'latest'"]
+
+
+@case("options", "analyze-toolchain-unknown")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    cfg = e.write("ops.config", "ai.onnx;13;Relu\n")
+    return ["analyze", str(cfg), "--toolchain", "nope"], ["--toolchain", "unknown toolchain 'nope'"]
 
 
 def _snapshot(root: Path) -> dict[str, tuple[bool, int, int]]:
@@ -735,6 +939,36 @@ def test_the_table_covers_every_command() -> None:
         "schema",
         "publish",
     }
+
+
+def _leaf_commands() -> dict[str, argparse.ArgumentParser]:
+    """Each command as its case ids start ("build", "device-proof-run"), with its parser."""
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(prefix: str, p: argparse.ArgumentParser) -> None:
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            found[prefix] = p
+        for name, child in subs[0].choices.items() if subs else ():
+            walk(f"{prefix}-{name}" if prefix else name, child)
+
+    walk("", parser())
+    return found
+
+
+def test_every_option_of_every_command_has_a_bad_value_case() -> None:
+    """Each option that takes a value is given a bad one by a case named <command>-<option>-...:
+    a new option without one fails here."""
+    missing = []
+    for command, p in _leaf_commands().items():
+        for action in p._actions:
+            flags = [f for f in action.option_strings if f.startswith("--")]
+            if not flags or action.nargs == 0 or isinstance(action, argparse._HelpAction):
+                continue
+            prefix = f"{command}-{flags[0].removeprefix('--')}-"
+            if not any(case_id.startswith(prefix) for case_id in CASES):
+                missing.append(prefix + "...")
+    assert missing == []
 
 
 def test_single_wheel_names_the_directory_and_what_it_found(tmp_path: Path) -> None:

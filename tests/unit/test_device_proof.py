@@ -263,7 +263,7 @@ def test_the_cli_prepares_from_dist_and_says_what_to_run_there(
 
     monkeypatch.chdir(project)
     monkeypatch.setattr(Cache, "default", staticmethod(lambda: cache))
-    monkeypatch.setattr(cli.commands, "DEVICE_BUNDLE", str(tmp_path / "bundle"))
+    monkeypatch.setattr(cli.release, "DEVICE_BUNDLE", str(tmp_path / "bundle"))
     dist = tmp_path / "dist"
     assert cli.main(["device-proof", "prepare", "cuda13-linux", "--dist", str(dist)]) == CheckError.exit_code
     assert "expected one cp312 wheel" in capsys.readouterr().err

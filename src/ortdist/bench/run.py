@@ -57,12 +57,12 @@ class Bench:
     results: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.plan, self.recipe_path = plan_for(self.recipe, self.project)  # a bad --recipe: nothing made
         self.out = self.project / "dist" / "bench"
         self.out.mkdir(parents=True, exist_ok=True)
         previous = self.out / "results.json"
         if previous.is_file():
             self.results = json.loads(previous.read_text(encoding="utf-8"))
-        self.plan, self.recipe_path = plan_for(self.recipe, self.project)
         self.toolchain: Toolchain = make_toolchain(self.plan.toolchain)
         self.work = self.cache.root / "bench"
         self.last_steps: dict[str, float] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from .. import __version__
 from ..bench import PARTS
 from ..compiler_cache import CACHES
-from . import commands
+from . import commands, release
 
 
 def _count(least: int) -> Callable[[str], int]:
@@ -26,6 +27,37 @@ def _count(least: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 1 to 65535."""
+    port = _count(1)(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1 to 65535)")
+    return port
+
+
+def _address(text: str) -> str:
+    """An argparse type: an IP address (what distccd listens on), checked before a root is made."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IP address, e.g. 10.0.0.5 or 0.0.0.0") from None
+
+
+def _network(text: str) -> str:
+    """An argparse type: a network in CIDR form (distccd's --allow)."""
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a network, e.g. 10.0.0.0/24 or 10.0.0.7/32") from None
+
+
+def _python_version(text: str) -> str:
+    """An argparse type: one CPython version as X.Y."""
+    if not re.fullmatch(r"3\.\d+", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: give the version as X.Y, e.g. 3.12")
+    return text
 
 
 def _python_list(text: str) -> tuple[str, ...]:
@@ -106,15 +138,18 @@ def parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("worker", help="serve compiles for `build --workers`: distccd in a toolchain's root")
     w.add_argument("toolchain", help="toolchains/<name>.toml: the root whose compilers this worker runs")
-    w.add_argument("--listen", required=True, metavar="ADDRESS", help="the address distccd listens on")
+    w.add_argument(
+        "--listen", required=True, type=_address, metavar="ADDRESS", help="the IP address distccd listens on"
+    )
     w.add_argument(
         "--allow",
         required=True,
         action="append",
+        type=_network,
         metavar="CIDR",
         help="clients allowed to send compiles, e.g. 10.0.0.0/24 (repeatable); distcc has no other authentication",
     )
-    w.add_argument("--port", type=_count(1), default=3632, help="TCP port (default: 3632, distcc's)")
+    w.add_argument("--port", type=_port, default=3632, help="TCP port (default: 3632, distcc's)")
     w.add_argument("--jobs", "-j", type=_count(0), default=0, help="compiles at once (0, the default: all cores)")
     w.add_argument("--state", help="where its overlay and settings live (default: a new temp directory)")
     w.set_defaults(func=commands.cmd_worker)
@@ -166,13 +201,15 @@ def parser() -> argparse.ArgumentParser:
     )
     dps = dp.add_subparsers(dest="action", required=True)
     dpp = dps.add_parser(
-        "prepare", help=f"write {commands.DEVICE_BUNDLE}/<recipe>/: the wheel, the smoke runner, models and node tests"
+        "prepare", help=f"write {release.DEVICE_BUNDLE}/<recipe>/: the wheel, the smoke runner, models and node tests"
     )
     dpp.add_argument("recipe", help="recipes/<name>.toml or just <name>; its wheels in <dist>/<name>/")
-    dpp.add_argument("--python", default="3.12", help="the CPython of the GPU machine (default: 3.12)")
+    dpp.add_argument(
+        "--python", type=_python_version, default="3.12", help="the CPython of the GPU machine (default: 3.12)"
+    )
     dpp.add_argument("--dist", help="where the recipe was built (default: <project>/dist)")
     dpr = dps.add_parser("run", help="on the GPU machine: install, smoke with --require-device, node tests, latency")
-    dpr.add_argument("bundle", help=f"the prepared bundle ({commands.DEVICE_BUNDLE}/<recipe>)")
+    dpr.add_argument("bundle", help=f"the prepared bundle ({release.DEVICE_BUNDLE}/<recipe>)")
     dpr.add_argument("--out", required=True, help="folder for device-proof.json and device-proof.log")
     dpr.add_argument("--no-latency", dest="latency", action="store_false", help="skip the real-size model timing")
     dpr.add_argument("--runs", type=_count(1), default=50, help="timed runs per real-size model (median)")
@@ -193,13 +230,13 @@ def parser() -> argparse.ArgumentParser:
     dpg = dps.add_parser(
         "gather", help="on the GPU machine: keep the wheel's pieces this call carried, until the bundle holds them all"
     )
-    dpg.add_argument("bundle", help=f"the prepared bundle ({commands.DEVICE_BUNDLE}/<recipe>)")
+    dpg.add_argument("bundle", help=f"the prepared bundle ({release.DEVICE_BUNDLE}/<recipe>)")
     dpg.add_argument("--store", help="where to keep them (default: $TMPDIR/ortdist-pieces/<name>)")
     dpa = dps.add_parser("accept", help="file a run's JSON under <dist>/<recipe>/device-proof/ (the report's)")
     dpa.add_argument("recipe")
     dpa.add_argument("folder", help="the folder the run wrote (its --out)")
     dpa.add_argument("--dist", help="where the recipe was built (default: <project>/dist)")
-    dp.set_defaults(func=commands.cmd_device_proof)
+    dp.set_defaults(func=release.cmd_device_proof)
 
     pu = sub.add_parser("publish", help="upload a recipe's smoke-tested wheels with twine, then install them back")
     pu.add_argument("recipe", help="recipes/<name>.toml or just <name>; its wheels in <dist>/<name>/")
@@ -215,7 +252,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_false",
         help="do not install the wheels back from the index into the clean root and smoke-test them",
     )
-    pu.set_defaults(func=commands.cmd_publish)
+    pu.set_defaults(func=release.cmd_publish)
 
     ins = sub.add_parser("inspect", help="print the SBOM a wheel or C library archive carries")
     ins.add_argument("artifact", help="a .whl or .tar.gz built by ortdist")

@@ -29,7 +29,17 @@ from ..errors import CheckError
 from ..fsutil import remove_tree, sha256_file
 from ..paths import Cache
 from . import pieces
-from .ondevice import MANIFEST, RESULT, SMOKE_ZIP, _judge, compare_outputs, device_providers, run, summary
+from .ondevice import (
+    MANIFEST,
+    RESULT,
+    SMOKE_ZIP,
+    _judge,
+    compare_outputs,
+    device_providers,
+    read_manifest,
+    run,
+    summary,
+)
 from .pieces import default_store, piece_steps, pieces_dir
 from .run_suite import _node_files, write_reference_models, write_runner
 from .wheelinfo import read_wheel
@@ -125,7 +135,7 @@ def prepare(wheel: Path, bundle: Path, cache: Cache, recipe: str) -> dict[str, A
 
 def gather(bundle: Path, store: Path) -> list[str]:
     """On the lent machine: keep the pieces of the bundle's wheel this call carried (pieces.gather)."""
-    return pieces.gather(bundle, json.loads((bundle / MANIFEST).read_text(encoding="utf-8")), store)
+    return pieces.gather(bundle, read_manifest(bundle), store)
 
 
 # --- on the lent machine ---------------------------------------------------------------------
@@ -136,9 +146,17 @@ def accept(result_dir: Path, recipe_dist: Path) -> Path:
     source = result_dir / RESULT
     if not source.is_file():
         raise CheckError(f"no {RESULT} in {result_dir}", fix="pass the folder the device run wrote (its --out)")
-    proof = json.loads(source.read_text(encoding="utf-8"))
-    wheel = recipe_dist / proof["wheel"]
-    if not wheel.is_file() or sha256_file(wheel) != proof["wheel_sha256"]:
+    try:
+        proof = json.loads(source.read_text(encoding="utf-8"))
+        named, sha256 = str(proof["wheel"]), str(proof["wheel_sha256"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckError(
+            f"not a device proof ortdist wrote ({type(exc).__name__}: {exc})",
+            where=str(source),
+            fix="pass the folder `device-proof run` wrote (its --out), unchanged",
+        ) from None
+    wheel = recipe_dist / named
+    if not wheel.is_file() or sha256_file(wheel) != sha256:
         raise CheckError(
             f"the proof is of {proof['wheel']} (sha256 {proof['wheel_sha256'][:12]}…), "
             f"which {recipe_dist} does not hold",

@@ -223,6 +223,22 @@ def _run_timing(workdir: Path, site: Path, cases: list[dict[str, Any]], log: Tex
     return rows
 
 
+def read_manifest(bundle: Path) -> dict[str, Any]:
+    """The bundle's manifest.json, as `prepare` wrote it, or a named error."""
+    source = bundle / MANIFEST
+    try:
+        manifest = json.loads(source.read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict) or not {"recipe", "wheel", "wheel_sha256", "python"} <= set(manifest):
+            raise ValueError("it lacks recipe, wheel, wheel_sha256 or python")
+    except (OSError, ValueError) as exc:
+        raise CheckError(
+            f"not a bundle `device-proof prepare` made ({exc})",
+            where=str(source),
+            fix="carry the whole .device-proof/<recipe> folder prepare wrote",
+        ) from None
+    return manifest
+
+
 # The driver compiles PTX even where SASS of the GPU's own architecture is there: the path a GPU
 # with no SASS in the wheel takes. Its JIT cache goes to a fresh folder, so the time is a cold one.
 FORCE_PTX = "CUDA_FORCE_PTX_JIT"
@@ -243,7 +259,7 @@ def run(
     """The proof on this machine; writes <out>/device-proof.json (and device-proof.log).
     ``force_ptx``: every kernel from the wheel's PTX, JIT-compiled by the driver."""
     started = time.monotonic()
-    manifest = json.loads((bundle / MANIFEST).read_text(encoding="utf-8"))
+    manifest = read_manifest(bundle)
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     if manifest["python"] != here:
         raise CheckError(

@@ -388,8 +388,9 @@ def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
             )
 
 
-def load_toolchain(project: Path, name: str) -> ToolchainSpec:
-    data, chain = _read(project, name)
+def load_toolchain(project: Path, name: str, referrer: str = "recipe key 'toolchain'") -> ToolchainSpec:
+    """``referrer``: where the name came from, for the error when there is no such toolchain."""
+    data, chain = _read(project, name, referrer=referrer)
     files = [path for path, _ in chain]
     path = files[-1]
     # Errors about entries a parent may have contributed name the whole chain.
