@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import run
+from . import records, run
 from .errors import PublishError
 from .fsutil import atomic_write_text, sha256_file
 from .log import log
@@ -78,10 +78,10 @@ def release_wheels(dist: Path) -> list[ReleaseWheel]:
             where=str(dist),
             fix=f"build the recipe first (`nox -s build-{dist.name}`), or pass the --dist it was built into",
         )
+    manifest = records.load(manifest_file, records.MANIFEST, PublishError)
     try:
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
         entries = [a for a in manifest["artifacts"] if a["kind"] == "wheel"]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (KeyError, TypeError) as exc:
         raise PublishError(
             f"not a manifest ortdist wrote: {exc}", where=str(manifest_file), fix="rebuild the recipe"
         ) from exc
@@ -128,13 +128,11 @@ def smoke_problems(wheels: Sequence[ReleaseWheel], smoke_dir: Path) -> list[str]
             problems.append(f"{wheel.path.name}: no smoke report ({report_file})")
             continue
         try:
-            report = json.loads(report_file.read_text(encoding="utf-8"))
-        except ValueError:
-            problems.append(f"{wheel.path.name}: its smoke report is not valid JSON ({report_file})")
+            report = records.load(report_file, records.SMOKE_REPORT, PublishError)
+        except PublishError as exc:
+            problems.append(f"{wheel.path.name}: {exc.message}")
             continue
-        if not isinstance(report, dict):
-            problems.append(f"{wheel.path.name}: its smoke report is not a smoke report ({report_file})")
-        elif report.get("wheel_sha256") != wheel.sha256:
+        if report["wheel_sha256"] != wheel.sha256:
             problems.append(f"{wheel.path.name}: its smoke report is of another build of it (sha256 differs)")
         elif report.get("passed") is not True:
             problems.append(f"{wheel.path.name}: its smoke report says FAIL ({report_file})")

@@ -636,7 +636,7 @@ def _(e: Env) -> tuple[list[str], list[str]]:
 def _(e: Env) -> tuple[list[str], list[str]]:
     out = published_build(e, {"passed": True})
     report = out / "smoke" / f"{Path(WHEEL).stem}.json"
-    report.write_text(json.dumps({"passed": True, "wheel_sha256": "1" * 64}), encoding="utf-8")
+    report.write_text(json.dumps({"wheel": WHEEL, "passed": True, "wheel_sha256": "1" * 64}), encoding="utf-8")
     return ["publish", "cpu-linux", "--repository-url", INDEX], [WHEEL, "of another build of it"]
 
 
@@ -671,7 +671,7 @@ def _(e: Env) -> tuple[list[str], list[str]]:
         return read_bytes(self)
 
     e.monkeypatch.setattr(Path, "read_bytes", denied)
-    return ["report"], ["ortdist report", str(locked), "Permission denied"]
+    return ["report"], [str(locked), "cannot be read (Permission denied)"]
 
 
 @case("oserror-backstop", "smoke-cache-unusable")
@@ -829,7 +829,7 @@ def _(e: Env) -> tuple[list[str], list[str]]:
     bundle = e.write("bundle/smoke.zip", b"").parent
     return ["device-proof", "run", str(bundle), "--out", str(e.tmp / "o")], [
         str(bundle / "manifest.json"),
-        "not a bundle",
+        "does not exist",
     ]
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import run, treecheck
+from .. import records, run, treecheck
 from ..errors import BuildError, CheckError
 from ..fsutil import atomic_write_text, remove_tree
 from ..log import log
@@ -62,7 +62,7 @@ class Bench:
         self.out.mkdir(parents=True, exist_ok=True)
         previous = self.out / "results.json"
         if previous.is_file():
-            self.results = json.loads(previous.read_text(encoding="utf-8"))
+            self.results = records.load(previous, records.BENCH_RESULTS, BuildError)
         self.toolchain: Toolchain = make_toolchain(self.plan.toolchain)
         self.work = self.cache.root / "bench"
         self.last_steps: dict[str, float] = {}

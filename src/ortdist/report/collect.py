@@ -3,14 +3,13 @@ SBOM, previous build, publish record and device proof."""
 
 from __future__ import annotations
 
-import json
 import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import registry, sbom
+from .. import records, registry, sbom
 from ..errors import CheckError
 from ..manifest import MANIFEST, PREVIOUS_MANIFEST
 from ..smoke.device_proof import FILED as DEVICE_PROOF
@@ -60,17 +59,6 @@ def wheel_space(wheel: Path) -> tuple[dict[str, int], list[tuple[str, int]]]:
 _DAMAGED = "delete it, or rebuild the recipe (ortdist build <recipe>) to write it again"
 
 
-def _json(path: Path) -> dict[str, Any]:
-    """A JSON object from dist/; a corrupt one is an error naming it (a report must not silently drop a build)."""
-    try:
-        data = json.loads(path.read_bytes())
-    except ValueError as exc:
-        raise CheckError(f"not valid JSON: {exc}", where=str(path), fix=_DAMAGED) from exc
-    if not isinstance(data, dict):
-        raise CheckError(f"not a JSON object (a {type(data).__name__})", where=str(path), fix=_DAMAGED)
-    return data
-
-
 # The artifacts that carry an SBOM (models, configs, reports and screenshots do not).
 SBOM_KINDS = frozenset({"wheel", "c-library", "static-library", "npm-package"})
 
@@ -83,7 +71,7 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
     if dist.exists() and not dist.is_dir():
         raise CheckError("not a directory", where=str(dist), fix="pass the dist/ directory builds publish into")
     for manifest_file in sorted(dist.glob(f"*/{MANIFEST}")):
-        manifest = _json(manifest_file)
+        manifest = records.load(manifest_file, records.MANIFEST, CheckError)
         out = manifest_file.parent
         artifacts = manifest.get("artifacts", [])
         if not isinstance(artifacts, list) or not all(
@@ -97,7 +85,11 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
         wheel = next((out / a["path"] for a in artifacts if a["kind"] == "wheel"), None)
         # The smoke report of the wheel this manifest lists; reports of older wheels are stale.
         report_file = out / "smoke" / f"{wheel.stem}.json" if wheel else None
-        smoke = [_json(report_file)] if report_file and report_file.is_file() else []
+        smoke = (
+            [records.load(report_file, records.SMOKE_REPORT, CheckError)]
+            if report_file and report_file.is_file()
+            else []
+        )
         try:
             space, largest = wheel_space(wheel) if wheel and wheel.is_file() else ({}, [])
         except zipfile.BadZipFile as exc:
@@ -121,10 +113,14 @@ def collect(dist: Path, require: bool = True) -> list[RecipeReport]:
                 space=space,
                 largest=largest,
                 sbom=document,
-                previous=_json(previous_file) if previous_file.is_file() else None,
+                previous=records.load(previous_file, records.MANIFEST, CheckError) if previous_file.is_file() else None,
                 pypi=pypi,
-                published=_json(published_file) if published_file.is_file() else None,
-                device_proof=_json(proof_file) if proof_file.is_file() else None,
+                published=records.load(published_file, records.PUBLISH_RECORD, CheckError)
+                if published_file.is_file()
+                else None,
+                device_proof=records.load(proof_file, records.DEVICE_PROOF, CheckError)
+                if proof_file.is_file()
+                else None,
             )
         )
     if not reports and require:

@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .. import __version__, records
 from ..errors import CheckError
 from ..fsutil import remove_tree, sha256_file
 from ..paths import Cache
@@ -146,15 +146,8 @@ def accept(result_dir: Path, recipe_dist: Path) -> Path:
     source = result_dir / RESULT
     if not source.is_file():
         raise CheckError(f"no {RESULT} in {result_dir}", fix="pass the folder the device run wrote (its --out)")
-    try:
-        proof = json.loads(source.read_text(encoding="utf-8"))
-        named, sha256 = str(proof["wheel"]), str(proof["wheel_sha256"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CheckError(
-            f"not a device proof ortdist wrote ({type(exc).__name__}: {exc})",
-            where=str(source),
-            fix="pass the folder `device-proof run` wrote (its --out), unchanged",
-        ) from None
+    proof = records.load(source, records.DEVICE_PROOF, CheckError)
+    named, sha256 = proof["wheel"], proof["wheel_sha256"]
     wheel = recipe_dist / named
     if not wheel.is_file() or sha256_file(wheel) != sha256:
         raise CheckError(

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from .. import records
 from .. import run as door
 from ..errors import CheckError
 from ..fsutil import remove_tree
@@ -225,18 +226,7 @@ def _run_timing(workdir: Path, site: Path, cases: list[dict[str, Any]], log: Tex
 
 def read_manifest(bundle: Path) -> dict[str, Any]:
     """The bundle's manifest.json, as `prepare` wrote it, or a named error."""
-    source = bundle / MANIFEST
-    try:
-        manifest = json.loads(source.read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict) or not {"recipe", "wheel", "wheel_sha256", "python"} <= set(manifest):
-            raise ValueError("it lacks recipe, wheel, wheel_sha256 or python")
-    except (OSError, ValueError) as exc:
-        raise CheckError(
-            f"not a bundle `device-proof prepare` made ({exc})",
-            where=str(source),
-            fix="carry the whole .device-proof/<recipe> folder prepare wrote",
-        ) from None
-    return manifest
+    return records.load(bundle / MANIFEST, records.PROOF_BUNDLE, CheckError)
 
 
 # The driver compiles PTX even where SASS of the GPU's own architecture is there: the path a GPU

@@ -75,7 +75,7 @@ def test_a_slim_build_is_measured_against_the_full_cpu_build(make_env: MakeEnv) 
         "target": "x86_64-unknown-linux-gnu",
         "shared_library": {"stripped_bytes": 10000, "other_bytes": 100, "by_component": []},
     }
-    baseline.write_text(json.dumps({"ort_version": "1.21.0", "size": full}))
+    baseline.write_text(json.dumps({"ort_version": "1.21.0", "artifacts": [], "size": full}))
     out = size.run(env.ctx, env.state)
     script = env.only("/bin/sh -ec").argv[2]
     relink = "cd /ortdist/build && : && /usr/bin/c++ -Os -shared -o /ortdist/work/size/lib.unstripped a.o"
@@ -153,7 +153,7 @@ def test_a_recipe_compares_its_sections_with_the_build_it_names(make_env: MakeEn
             ],
         },
     }
-    baseline.write_text(json.dumps({"ort_version": "1.21.0", "size": with_exceptions}))
+    baseline.write_text(json.dumps({"ort_version": "1.21.0", "artifacts": [], "size": with_exceptions}))
     out = size.run(env.ctx, env.state)
     assert "aarch64-linux-gnu-readelf -SW lib.stripped > lib.sections" in env.only("/bin/sh -ec").argv[2]
     assert out.report["baseline"] == {"recipe": "slim-linux-aarch64", "stripped_bytes": 1000}

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from ... import bundle, size
+from ... import bundle, records, size
 from ...errors import BuildError
 from ...fsutil import remove_tree
 from ...log import log
@@ -39,7 +38,7 @@ def size_baseline(ctx: BuildContext) -> dict[str, Any] | None:
         if plan.recipe.size.compare_with:
             log.info(f"size: {wanted} is not built in {candidate.parent.parent}; the report has no comparison")
         return None
-    data = json.loads(candidate.read_text(encoding="utf-8"))
+    data = records.load(candidate, records.MANIFEST, BuildError)
     found = data.get("size")
     same = data.get("ort_version") == plan.version.version
     if found and same and found.get("target") == plan.target.triple and found.get("shared_library"):
