@@ -20,6 +20,7 @@ from typing import Any
 
 from ortdist.checks import elf
 from ortdist.checks.elf import wheel_libraries
+from ortdist.fsutil import allow_removals_under
 from ortdist.paths import Cache
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -60,6 +61,9 @@ def scratch_cache(root: Path | None = None) -> Cache:
                 except OSError:
                     shutil.copy2(entry, link)
     where.mkdir(parents=True, exist_ok=True)
+    # ortdist deletes only below its cache, dist/ and the temp directory: a scratch cache placed
+    # elsewhere (ORTDIST_TEST_CACHE=/work/...) is this run's own to clean, like a --dist.
+    allow_removals_under(where)
     return Cache(where)
 
 
