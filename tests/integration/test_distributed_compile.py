@@ -197,7 +197,8 @@ def compile_in_root(
 
 
 def tool_tree(cache: Cache) -> Path:
-    (found,) = [p for p in cache.sysroots.glob(f"*-{workers.ENGINE}-*") if p.is_dir() and TOOLCHAIN + "-" in p.name]
+    # The finished tree, not a temp sibling an interrupted run left (.<name>.tmp-*, cleaned by the next build).
+    (found,) = [p for p in cache.sysroots.glob(f"[!.]*-{workers.ENGINE}-*") if p.is_dir() and TOOLCHAIN + "-" in p.name]
     return found
 
 
