@@ -273,6 +273,16 @@ def test_the_cli_prepares_from_dist_and_says_what_to_run_there(
     said = capsys.readouterr().out
     assert "python3 -m ortdist device-proof run" in said and "accept cuda13-linux" in said
     assert (tmp_path / "bundle" / "cuda13-linux" / device_proof.MANIFEST).is_file()
+    # A release wheel over one call's limit: prepared in pieces, one call printed per piece.
+    monkeypatch.setattr(device_proof, "BUNDLE_LIMIT", 1024 * 1024)
+    wheel = next((dist / "cuda13-linux").glob("*.whl"))
+    _padded(wheel, 2 * 1024 * 1024)
+    assert cli.main(["device-proof", "prepare", "cuda13-linux", "--dist", str(dist)]) == 0
+    said = capsys.readouterr().out
+    pieces_dir = tmp_path / "bundle" / "cuda13-linux.pieces"
+    count = len(list(pieces_dir.iterdir()))
+    assert count >= 3 and said.count("device-proof gather") == count and "--force-ptx" in said
+    assert not (tmp_path / "bundle" / "cuda13-linux" / wheel.name).exists()
 
 
 def test_a_bundle_for_another_python_is_refused_before_anything_runs(tmp_path: Path, cache: Cache) -> None:

@@ -43,7 +43,12 @@ def cmd_device_proof(args: argparse.Namespace) -> int:
         bundle = project / DEVICE_BUNDLE / plan.recipe.name
         manifest = device_proof.prepare(wheel, bundle, Cache.default(), plan.recipe.name)
         if manifest.get("pieces"):
-            print(device_proof.piece_steps(bundle.relative_to(project), manifest))
+            # The GPU machine runs in its copy of the project: paths as seen from its root.
+            print(
+                device_proof.piece_steps(
+                    bundle.relative_to(project) if bundle.is_relative_to(project) else bundle, manifest
+                )
+            )
             return 0
         print(
             f"ortdist: {bundle} ({manifest['bundle_bytes'] / 2**20:.1f} MiB): {wheel.name}, the reference models and "
