@@ -104,8 +104,14 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 15)]
-    assert [p.eps for p in patches if p.eps] == [("cuda", "tensorrt"), ("xnnpack",), ("cuda", "tensorrt"), ("dnnl",)]
+    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 16)]
+    assert [p.eps for p in patches if p.eps] == [
+        ("cuda", "tensorrt"),
+        ("xnnpack",),
+        ("cuda", "tensorrt"),
+        ("dnnl",),
+        ("cuda", "tensorrt"),
+    ]
     assert [p.features for p in patches if p.features] == [
         ("fp16_and_nbit_kernels",),
         ("minimal_build",),
@@ -155,7 +161,12 @@ def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:
     cpu = [p.name for p in read_series(series, {"cpu"})]
     cuda = [p.name for p in read_series(series, {"cpu", "cuda"})]
     assert "0006-cuda-driver-wrapper-on-first-use.patch" not in cpu
-    assert cuda == [*cpu, "0006-cuda-driver-wrapper-on-first-use.patch", "0009-cuda-13-cccl-3.patch"]
+    assert cuda == [
+        *cpu,
+        "0006-cuda-driver-wrapper-on-first-use.patch",
+        "0009-cuda-13-cccl-3.patch",
+        "0015-cuda-whole-program-compilation-keeps-ptx.patch",
+    ]
 
 
 @pytest.mark.parametrize(
