@@ -167,6 +167,7 @@ def test_every_recipe_has_a_job_on_the_runner_with_what_it_needs(project: Path) 
         "cuda-linux",
         "cuda13-linux",
         "dnnl-linux",
+        "openvino-linux",
         "slim-linux",
         "xnnpack-dnnl-linux",
         "xnnpack-linux",

@@ -256,6 +256,7 @@ def test_the_workflow_restores_and_saves_each_entry_of_each_job(project: Path) -
         "cpu-linux-aarch64",
         "cpu-linux-gcc14-lto",
         "dnnl-linux",
+        "openvino-linux",
         "slim-c-linux-aarch64",
         "slim-linux",
         "slim-linux-aarch64",

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .. import registry
 from ..config import (
     construct,
     convert_fields,
@@ -23,7 +22,8 @@ from ..config import (
 )
 from ..errors import RecipeError
 from ..fsutil import sha256_file, sha256_text
-from .spec import OtherPython, PinnedWheel, ToolchainFile, ToolchainSpec
+from .checks import check_compat, check_ep_switches, check_file
+from .spec import OtherPython, ToolchainFile, ToolchainSpec
 
 # Tables a child toolchain (``extends``) merges into its parent's, key by key; every other key it
 # sets replaces the parent's.
@@ -39,22 +39,17 @@ _MERGED_TABLES = (
     "compat",
     "promise",
 )
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CPYTHON = re.compile(r"^3\.[0-9]{1,2}$")
 PYTHONS_FILE = "pythons.toml"
-# What only a toolchain ortdist runs must state (a debootstrap root); plan-only ones may omit them.
-_SYSROOT_KEYS = ("suite", "mirror", "glibc", "packages")
 # What the sysroot is made from: its digest names the cached root (the Python picks the tools
 # venv's interpreter). components and ep_wheels count only where set, so older roots keep their name.
 _ROOT_KEYS = ("kind", "suite", "variant", "mirror", "python", "packages", "ep_packages", "python_tools")
-_ROOT_KEYS_IF_SET = ("components", "ep_wheels", "ep_links", "ep_files", "compiler", "openmp")
+_ROOT_KEYS_IF_SET = ("components", "ep_wheels", "ep_links", "ep_files", "compiler", "openmp", "libstdcxx")
 # Not in either digest: what runs after the build, in roots of its own, or checks its outputs or
 # a recipe (see _digest_input).
 _UNDIGESTED = ("compat", "promise", "nvcc")
 _TABLE_HEADER = re.compile(r"^\s*\[")
 _UNDIGESTED_HEADER = re.compile(r"^\s*\[\s*(compat|promise|nvcc)\s*[.\]]")
-_COMPAT_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
-_SUITE = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
 def toolchain_file(project: Path, name: str) -> Path:
@@ -112,7 +107,7 @@ def _declared_in(chain: list[tuple[Path, dict[str, Any]]]) -> dict[str, str]:
         for ep, table in data.get("ep_cmake", {}).items():
             out.update({dotted(dotted("ep_cmake", ep), key): path.stem for key in table})
         out.update({dotted("cross", triple): path.stem for triple in data.get("cross", {})})
-        out.update({"openmp": path.stem} if "openmp" in data else {})
+        out.update({table: path.stem for table in ("openmp", "libstdcxx") if table in data})
     return out
 
 
@@ -155,12 +150,6 @@ def _digests(data: dict[str, Any], files: list[Path], shims_dirs: tuple[Path, ..
     return digest, sha256_text(json.dumps(root, sort_keys=True))
 
 
-def _is_relative_below(text: str) -> bool:
-    """A path that stays inside the directory it is relative to."""
-    pure = PurePosixPath(text)
-    return bool(pure.parts) and not pure.is_absolute() and ".." not in pure.parts
-
-
 def _digest_input(path: Path) -> str:
     """A toolchain file's text as the build trees' digest sees it: without its ``[compat.*]`` tables
     and the comment lines right above each (what runs after the build, in roots of its own), so
@@ -187,207 +176,6 @@ def _digest_input(path: Path) -> str:
     return rest if unchanged else text
 
 
-def _check_compat(tc: ToolchainFile, path: Path, where_all: str) -> None:
-    """[compat.<name>]: a name fit for a directory, a Debian suite, what each check needs."""
-    origin = str(path) + where_all
-    for name, compat in tc.compat.items():
-        table = dotted("compat", name)
-
-        def at(key: str, table: str = table) -> str:
-            return where(origin, dotted(table, key) if key else table)
-
-        if tc.plan_only:
-            raise RecipeError(
-                "a plan_only toolchain has no roots to check a build in",
-                where=at(""),
-                fix="drop the [compat] tables until the toolchain has an implementation",
-            )
-        if not _COMPAT_NAME.match(name):
-            raise RecipeError(
-                f"compat root name {name!r} is not lowercase letters, digits, dots and dashes",
-                where=at(""),
-                fix="rename the table, e.g. [compat.bullseye-c] (the name is part of the root's directory)",
-            )
-        if not _SUITE.match(compat.suite):
-            raise RecipeError(
-                f"suite {compat.suite!r} is not a Debian suite name",
-                where=at("suite"),
-                fix='a codename debootstrap knows, e.g. suite = "bullseye"',
-            )
-        if not compat.packages:
-            raise RecipeError(
-                "a compat root needs the packages its check runs",
-                where=at("packages"),
-                fix='check "c": packages = ["gcc", "libc6-dev"]; check "wheel": packages = ["python3", "python3-venv"]',
-            )
-        if compat.check == "wheel" and (compat.python is None or not _CPYTHON.match(compat.python)):
-            raise RecipeError(
-                f'check "wheel" needs the CPython version of the root\'s python3, got {compat.python!r}',
-                where=at("python"),
-                fix='e.g. python = "3.11" for bookworm (the recipe must ship a wheel for it)',
-            )
-        if compat.check in ("c", "web") and compat.python is not None:
-            raise RecipeError(
-                f'check "{compat.check}" runs no Python',
-                where=at("python"),
-                fix='drop python, or make it check = "wheel"',
-            )
-        if compat.mirror and not compat.mirror.startswith(("http://", "https://")):
-            raise RecipeError(
-                f"mirror {compat.mirror!r} is not an http(s) URL",
-                where=at("mirror"),
-                fix='e.g. mirror = "http://archive.debian.org/debian", or drop it to use the toolchain\'s mirror',
-            )
-
-
-def _check_ep_switches(chain: list[tuple[Path, dict[str, Any]]]) -> None:
-    """No toolchain define is an EP switch: a [cmake] one would switch on EPs the recipe does not list,
-    an [ep_cmake] one (passed after the EP's own switch) switch off one it does."""
-    switches = registry.ep_switches()
-    for path, data in chain:
-        tables = {"cmake": data.get("cmake", {})}
-        tables |= {dotted("ep_cmake", ep): defines for ep, defines in data.get("ep_cmake", {}).items()}
-        tables |= {dotted(dotted("cross", t), "cmake"): c.get("cmake", {}) for t, c in data.get("cross", {}).items()}
-        for table, defines in tables.items():
-            for key in defines:
-                if key in switches:
-                    raise RecipeError(
-                        f"{key} is an EP switch; toolchains do not set EP switches",
-                        where=where(str(path), dotted(table, key)),
-                        fix="drop it: the recipe's execution_providers switch EPs on (providers.toml), and a "
-                        "toolchain provides an EP through [ep_packages], [ep_wheels] or provides",
-                    )
-
-
-def _check(tc: ToolchainFile, path: Path, where_all: str) -> None:
-    """What the typed conversion cannot see: facts that span keys (or files, along ``extends``)."""
-    kinds = registry.toolchain_kinds()
-    if tc.kind not in kinds:
-        raise RecipeError(
-            f"unknown toolchain kind {tc.kind!r}",
-            where=where(str(path) + where_all, "kind"),
-            fix=did_you_mean(tc.kind, kinds)
-            or f"kinds: {', '.join(kinds)} ({registry.data_origin('toolchain_kinds.toml')})",
-        )
-    if tc.plan_only and not tc.needs:
-        raise RecipeError(
-            "a plan_only toolchain must say what a machine needs to run it",
-            where=f"{path} key 'needs'",
-            fix='e.g. needs = "macOS with Xcode"',
-        )
-    lacking = [key for key in _SYSROOT_KEYS if not tc.plan_only and not getattr(tc, key)]
-    if lacking:
-        raise RecipeError(
-            f"missing required key(s) {lacking}",
-            where=str(path) + where_all,
-            fix=f"a toolchain ortdist runs (not plan_only) builds its sysroot from {', '.join(_SYSROOT_KEYS)}",
-        )
-    pinned: dict[str, tuple[str, PinnedWheel]] = {}
-    for ep, wheels in tc.ep_wheels.items():
-        for dist, wheel in wheels.items():
-            if not _SHA256.match(wheel.sha256):
-                raise RecipeError(
-                    f"[ep_wheels.{ep}.{dist}] must state a sha256 (64 lowercase hex digits)",
-                    where=where(str(path) + where_all, f"ep_wheels.{ep}.{dist}.sha256"),
-                    fix='e.g. {version = "9.7.1.26", sha256 = "…"} (optional: python = "3.12" for the wheel tag)',
-                )
-            other = pinned.setdefault(dist, (ep, wheel))
-            if other[1] != wheel:
-                raise RecipeError(
-                    f"[ep_wheels.{ep}.{dist}] and [ep_wheels.{other[0]}.{dist}] pin {dist} differently",
-                    where=str(path) + where_all,
-                    fix="one root holds one copy of a wheel: pin the same version and sha256 in both",
-                )
-    pins = (
-        (
-            "compiler",
-            tc.compiler,
-            "the wheel's",
-            "the sha256 PyPI lists for the wheel file (`pip download` then `sha256sum`)",
-        ),
-        ("openmp", tc.openmp, "the orig tarball's", "the sha256 Debian's Sources index lists for the file"),
-    )
-    for table, pin, what, fix in pins:
-        if pin is not None and not _SHA256.match(pin.sha256):
-            raise RecipeError(
-                f"[{table}] must state {what} sha256 (64 lowercase hex digits)",
-                where=where(str(path) + where_all, f"{table}.sha256"),
-                fix=fix,
-            )
-    if tc.compiler is not None and tc.glibc != tc.compiler.glibc:
-        raise RecipeError(
-            f"glibc = {tc.glibc!r} but [compiler] has a glibc {tc.compiler.glibc} sysroot",
-            where=where(str(path) + where_all, "glibc"),
-            fix="the output runs on the compiler's sysroot glibc and newer: state the same version in both",
-        )
-    known = registry.targets()
-    compiler_arch = tc.compiler.arch if tc.compiler is not None else ""
-    other_arch = [t for t in tc.targets if compiler_arch and t in known and known[t].arch != compiler_arch]
-    if other_arch:
-        raise RecipeError(
-            f"[compiler] is for {compiler_arch}, but target {other_arch[0]} is {known[other_arch[0]].arch}",
-            where=where(str(path) + where_all, "compiler.arch"),
-            fix="its sysroot and runtime libraries are what every target links: one toolchain file per "
-            "machine (state arch = the wheel's platform machine, or narrow targets)",
-        )
-    if tc.openmp is not None and tc.compiler is None:
-        raise RecipeError(
-            "[openmp] builds libgomp for the toolchain's [compiler], and there is none",
-            where=where(str(path) + where_all, "openmp"),
-            fix="add a [compiler] (or extend a toolchain with one), or drop [openmp]: a root's own GCC has libgomp",
-        )
-    for table, entries in (("ep_links", tc.ep_links), ("ep_files", tc.ep_files)):
-        for ep, paths in entries.items():
-            if ep not in tc.ep_wheels:
-                raise RecipeError(
-                    f"[{table}.{ep}] names an EP this toolchain has no [ep_wheels] for",
-                    where=str(path) + where_all,
-                    fix=f"{table} are made among unpacked wheels: add [ep_wheels.{ep}.<distribution>] or drop "
-                    "the section",
-                )
-            bad = next((p for p in paths if not _is_relative_below(p)), None)
-            if bad is not None:
-                raise RecipeError(
-                    f"[{table}.{ep}] {bad!r}: a path must be relative, under {{wheels}}",
-                    where=where(str(path) + where_all, f"{table}.{ep}"),
-                    fix='e.g. "cuda/nvidia/cu13/lib/libcudart.so" = "libcudart.so.13"',
-                )
-    for ep, links in tc.ep_links.items():
-        for link, target in links.items():
-            in_root = PurePosixPath(target).is_absolute() and ".." not in PurePosixPath(target).parts
-            if not target or ("/" in target and not in_root):
-                raise RecipeError(
-                    f"[ep_links.{ep}] {link!r} = {target!r}: a link's target is a name beside it or an "
-                    "absolute path in the root",
-                    where=where(str(path) + where_all, f"ep_links.{ep}"),
-                    fix='e.g. "libcudart.so.13", or "/usr/bin/fatbinary" for a program of an [ep_packages] package',
-                )
-    for ep, wheels in tc.ep_wheels.items():
-        for dist, wheel in wheels.items():
-            if wheel.subdir and not _is_relative_below(wheel.subdir):
-                raise RecipeError(
-                    f"[ep_wheels.{ep}.{dist}] subdir {wheel.subdir!r} must be a relative path inside the wheel",
-                    where=where(str(path) + where_all, f"ep_wheels.{ep}.{dist}.subdir"),
-                    fix='e.g. subdir = "nvidia/cuda_runtime"',
-                )
-    provided = (*tc.ep_packages, *tc.ep_wheels, *tc.provides)
-    for table, eps in (("ep_cmake", tc.ep_cmake), ("ep_pip", tc.ep_pip)):
-        for ep in (ep for ep in eps if ep not in provided):
-            raise RecipeError(
-                f"[{table}.{ep}] names an EP this toolchain has no [ep_packages] or [ep_wheels] entry for",
-                where=str(path) + where_all,
-                fix="add the EP's packages under [ep_packages] or [ep_wheels] (or name it in provides), or drop "
-                "the section",
-            )
-    for triple in tc.cross:
-        if triple not in tc.targets:
-            raise RecipeError(
-                f"[cross.{triple}] is not in targets",
-                where=where(str(path), f"cross.{triple}"),
-                fix="add it to targets",
-            )
-
-
 def load_toolchain(project: Path, name: str, referrer: str = "recipe key 'toolchain'") -> ToolchainSpec:
     """``referrer``: where the name came from, for the error when there is no such toolchain."""
     data, chain = _read(project, name, referrer=referrer)
@@ -402,9 +190,9 @@ def load_toolchain(project: Path, name: str, referrer: str = "recipe key 'toolch
     # Each file was checked on its own; what the merged chain still lacks is required keys.
     kwargs = convert_fields(ToolchainFile, data, origin=str(path) + where_all, error=RecipeError)
     tc = construct(ToolchainFile, kwargs, origin=str(path) + where_all, error=RecipeError)
-    _check(tc, path, where_all)
-    _check_compat(tc, path, where_all)
-    _check_ep_switches(chain)
+    check_file(tc, path, where_all)
+    check_compat(tc, path, where_all)
+    check_ep_switches(chain)
     shims_dirs = tuple(f.with_suffix("") / "cmake-shims" for f in files)
     digest, root_digest = _digests(data, files, shims_dirs)
     return ToolchainSpec(
@@ -439,6 +227,7 @@ def load_toolchain(project: Path, name: str, referrer: str = "recipe key 'toolch
         declared_in=MappingProxyType(_declared_in(chain)),
         compiler=tc.compiler,
         openmp=tc.openmp,
+        libstdcxx=tc.libstdcxx,
         deps_from_source=tc.deps_from_source,
         compat=tc.compat,
         system_libraries=tc.promise.system_libraries,

@@ -111,6 +111,21 @@ class OpenMP:
     version: str  # GCC's version: libgomp's ABI must cover what the compiler emits (same major)
 
 
+# Where a [libstdcxx] root has its stub libstdc++.so.6, under {compiler}: its [cmake] linker flags name it.
+LIBSTDCXX_STUB = "libstdcxx-shared/libstdc++.so.6"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Libstdcxx:
+    """[libstdcxx]: libstdc++ linked shared for the symbols an old system's libstdc++.so.6 has,
+    static for the newer ones (toolchains/debian/libstdcxx.py), for outputs that share C++ objects
+    with libraries linked against the system's libstdc++ (one libstdc++ in the process)."""
+
+    # The newest version of each symbol-version family taken from the system's libstdc++.so.6
+    # (GLIBCXX = "3.4.19", CXXABI = "1.3.7": manylinux2014's GCC 4.8); the rest is linked statically.
+    newest: Mapping[str, str]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Compiler:
     """[compiler]: a C/C++ toolchain from a PyPI wheel, unpacked into the build root at {compiler}
@@ -200,6 +215,7 @@ class ToolchainFile:
     extends: str = ""
     compiler: Compiler | None = None
     openmp: OpenMP | None = None
+    libstdcxx: Libstdcxx | None = None
     # Every dependency of ORT_versions.toml [deps] is compiled from its pinned source (else only
     # those marked `always`; the root's -dev packages serve the rest).
     deps_from_source: bool = False
@@ -246,6 +262,7 @@ class ToolchainSpec:
     declared_in: Mapping[str, str] = field(default_factory=_empty)
     compiler: Compiler | None = None
     openmp: OpenMP | None = None
+    libstdcxx: Libstdcxx | None = None
     deps_from_source: bool = False
     compat: Mapping[str, CompatRoot] = field(default_factory=_empty)
     system_libraries: tuple[str, ...] = ()  # [promise]

@@ -25,6 +25,7 @@ from .. import Bind, ToolTree
 from ..host_python import find_host_python
 from ..spec import CompatRoot, ToolchainSpec
 from .apt import apt_state_dir, download_packages, relativize_symlinks
+from .libstdcxx import install_libstdcxx
 from .names import (
     Origin,
     build_root_name,
@@ -302,6 +303,7 @@ class DebianSysroot:
             install_ep_wheels(self.spec, cache, tmp, log)
             install_compiler(self.spec, cache, tmp, log)
             install_openmp(self.spec, cache, tmp, log, self.wrap)
+            install_libstdcxx(self.spec, tmp, log, self.wrap)
 
         return self.make_root(self._debootstrapped(self.build_root_path(cache), self.spec.all_packages(), log, finish))
 
