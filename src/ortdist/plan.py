@@ -11,6 +11,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
@@ -425,7 +426,16 @@ def make_plan(
         python=tuple(python),
         python_not_built=not_built,
         cuda_recipe_architectures=cuda_narrowed,
-        repair_excludes=tuple(dict.fromkeys(lib for ep in providers for lib in ep.runtime_libs)),
+        # The EPs' runtimes a user installs, and the ones the package carries itself ([ep_bundle]):
+        # the repair grafts neither.
+        repair_excludes=tuple(
+            dict.fromkeys(
+                [
+                    *(lib for ep in providers for lib in ep.runtime_libs),
+                    *(PurePosixPath(f).name for ep in providers for f in toolchain.ep_bundle.get(ep.name, ())),
+                ]
+            )
+        ),
         # Release artifacts ship without symbols, like the official wheels; builds that ask for
         # debug info keep it.
         strip=recipe.build_type in STRIPPED_BUILD_TYPES,

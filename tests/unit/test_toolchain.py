@@ -499,3 +499,28 @@ def test_a_debootstrapped_root_runs_its_commands_in_order_and_stamps_what_dpkg_i
     # Made once: the same call again runs nothing.
     recorded.clear()
     assert tc.ensure_clean_root(cache, io.StringIO()) == root and recorded == []
+
+
+@pytest.mark.parametrize(
+    ("new", "key", "message"),
+    [
+        (
+            '[ep_bundle]\nopenvino = ["openvino/openvino/libs/libtbb.so.12", "other/libtbb.so.12"]\n',
+            "ep_bundle.openvino",
+            "names libtbb.so.12 twice",
+        ),
+        ('[ep_bundle]\nopenvino = ["/opt/libtbb.so.12"]\n', "ep_bundle.openvino", "a path must be relative"),
+        ('[ep_bundle]\ndnnl = ["openvino/libdnnl.so"]\n', "", "[ep_bundle.dnnl] names an EP this toolchain has no"),
+    ],
+    ids=["a-name-twice", "an-absolute-path", "an-ep-without-wheels"],
+)
+def test_a_bad_bundle_is_refused(project: Path, tmp_path: Path, new: str, key: str, message: str) -> None:
+    shutil.copytree(project / "toolchains", tmp_path / "toolchains")
+    path = tmp_path / "toolchains" / "openvino.toml"
+    text = path.read_text()
+    start, end = text.index("[ep_bundle]"), text.index("[ep_cmake.openvino]")
+    path.write_text(text[:start] + new + "\n" + text[end:])
+    with pytest.raises(RecipeError) as err:
+        load_toolchain(tmp_path, "openvino")
+    assert message in err.value.message
+    assert err.value.where.endswith(f"key '{key}'") if key else "openvino.toml" in err.value.where

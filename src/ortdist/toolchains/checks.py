@@ -4,6 +4,7 @@ conversion sees: facts that span keys, tables or files. load.py calls them on ev
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -211,7 +212,21 @@ def check_file(tc: ToolchainFile, path: Path, where_all: str) -> None:
             fix="add a [compiler] (or extend a toolchain with one), or drop [openmp]: a root's own GCC has libgomp",
         )
     _check_libstdcxx(tc, path, where_all)
-    for table, entries in (("ep_links", tc.ep_links), ("ep_files", tc.ep_files)):
+    for ep, files in tc.ep_bundle.items():
+        names = [PurePosixPath(f).name for f in files]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise RecipeError(
+                f"[ep_bundle.{ep}] names {twice[0]} twice: the package holds each file once, by its name",
+                where=where(str(path) + where_all, f"ep_bundle.{ep}"),
+                fix="bundle one of them",
+            )
+    tables: tuple[tuple[str, Mapping[str, Iterable[str]]], ...] = (
+        ("ep_links", tc.ep_links),
+        ("ep_files", tc.ep_files),
+        ("ep_bundle", tc.ep_bundle),
+    )
+    for table, entries in tables:
         for ep, paths in entries.items():
             if ep not in tc.ep_wheels:
                 raise RecipeError(

@@ -212,6 +212,10 @@ class ToolchainFile:
     # nvcc.profile that makes a toolkit tree of links and wheels one CUDA layout).
     ep_files: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     ep_pip: Mapping[str, EpPip] = field(default_factory=_empty)
+    # Per EP: files of its unpacked wheels (paths under {wheels}) the package carries beside the
+    # provider library, unrenamed: a vendor runtime no pip requirement can bring for every Python
+    # (OpenVINO's, which finds its plugins beside itself).
+    ep_bundle: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
     extends: str = ""
     compiler: Compiler | None = None
     openmp: OpenMP | None = None
@@ -255,6 +259,7 @@ class ToolchainSpec:
     ep_links: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     ep_files: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     ep_pip: Mapping[str, EpPip] = field(default_factory=_empty)
+    ep_bundle: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
     extends: str = ""
     # CPython versions besides the root's own, for the binding only (toolchains/<name>/pythons.toml).
     extra_python: Mapping[str, OtherPython] = field(default_factory=_empty)

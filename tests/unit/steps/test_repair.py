@@ -319,3 +319,31 @@ def test_a_cuda_wheel_without_code_for_a_promised_architecture_is_refused(make_e
     env.runner.on("--print-rpath", stdout=runpath)
     with pytest.raises(PackageError, match="no library in it carries CUDA device code"):
         repair.run(env.ctx, env.state)
+
+
+OPENVINO = "onnxruntime/capi/libonnxruntime_providers_openvino.so"
+
+
+def openvino_members(env: StepEnv, leave_out: str = "") -> dict[str, bytes]:
+    carried = [f.rsplit("/", 1)[1] for f in env.plan.toolchain.ep_bundle["openvino"]]
+    vendor = {f"onnxruntime/capi/{name}": shared_object(["libc.so.6"]) for name in carried if name != leave_out}
+    return {OPENVINO: shared_object(["libopenvino.so.2500", "libstdc++.so.6", "libc.so.6"]), **vendor}
+
+
+def test_the_carried_openvino_runtime_is_not_grafted_and_must_survive_the_repair(make_env: MakeEnv) -> None:
+    env = make_env("openvino-linux", python=("3.13",))
+    ready(env, openvino_members(env))
+    env.runner.on("--print-rpath", stdout="$ORIGIN\n")
+    repair.run(env.ctx, env.state)
+    argv = env.only("auditwheel repair").argv
+    excluded = [argv[i + 1] for i, a in enumerate(argv) if a == "--exclude"]
+    assert {"libopenvino.so.2500", "libtbb.so.12", "libopenvino_intel_cpu_plugin.so"} <= set(excluded)
+    assert env.only("--print-rpath").argv[-1].endswith("/libonnxruntime_providers_openvino.so")
+
+
+def test_a_repaired_wheel_that_lost_a_carried_library_is_refused(make_env: MakeEnv) -> None:
+    env = make_env("openvino-linux", python=("3.13",))
+    ready(env, openvino_members(env, leave_out="libtbb.so.12"))
+    env.runner.on("--print-rpath", stdout="$ORIGIN\n")
+    with pytest.raises(PackageError, match=r"lacks libtbb.so.12 of \[ep_bundle.openvino\]"):
+        repair.run(env.ctx, env.state)

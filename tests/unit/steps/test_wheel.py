@@ -182,3 +182,33 @@ def test_the_kept_wheel_serves_an_unchanged_stage_but_not_a_build_asked_to_reuse
     assert pip_runs() == 1
     wheel.run(dataclasses.replace(env.ctx, reuse=False), env.state)
     assert pip_runs() == 2
+
+
+def test_the_openvino_runtime_is_carried_beside_the_provider_unrenamed(make_env: MakeEnv) -> None:
+    """[ep_bundle] files come from the root's unpacked wheels into capi/ under their own names, and
+    the provider gets a RUNPATH of its own directory to find them."""
+    env = ready(make_env("openvino-linux", python=("3.13",)), providers=("libonnxruntime_providers_openvino.so",))
+    files = env.plan.toolchain.ep_bundle["openvino"]
+    for relative in files:
+        source = env.ctx.layout.host_path(f"/opt/ortdist-wheels/{relative}", env.state.roots)
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_bytes(f"vendor {relative}".encode())
+    out = wheel.run(env.ctx, env.state)
+    patchelf = env.runner.commands[0]
+    assert patchelf.argv == (
+        "patchelf",
+        "--set-rpath",
+        "$ORIGIN",
+        "/ortdist/work/stage/onnxruntime/capi/libonnxruntime_providers_openvino.so",
+    )
+    with zipfile.ZipFile(out.raw["3.13"]) as zf:
+        assert zf.read("onnxruntime/capi/libopenvino.so.2500") == b"vendor openvino/openvino/libs/libopenvino.so.2500"
+        assert {f"onnxruntime/capi/{r.rsplit('/', 1)[1]}" for r in files} <= set(zf.namelist())
+    assert out.raw["3.13"].name.startswith("onnxruntime_openvino-1.21.0-cp313")
+
+
+def test_a_bundled_file_missing_from_the_root_is_refused_before_the_wheel_build(make_env: MakeEnv) -> None:
+    env = ready(make_env("openvino-linux", python=("3.13",)), providers=("libonnxruntime_providers_openvino.so",))
+    with pytest.raises(PackageError, match=r"\[ep_bundle.openvino\] openvino/openvino/libs/libopenvino.so.2500 is not"):
+        wheel.run(env.ctx, env.state)
+    assert env.runner.commands == []

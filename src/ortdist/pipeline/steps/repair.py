@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ... import wheelnames as names
 from ...checks import elf, fatbin
@@ -20,7 +20,7 @@ from ..context import BuildContext
 from ..sboms import add_wheel_sbom
 from ..state import BuildState, PerPython, Repaired, Wheels
 from ..step import StepDef
-from .wheel import suffix
+from .wheel import bundled, suffix
 
 
 def target_repair_env(ctx: BuildContext) -> list[str]:
@@ -44,10 +44,11 @@ def target_repair_env(ctx: BuildContext) -> list[str]:
 def verify_provider_runpaths(ctx: BuildContext, state: BuildState, wheel: Path, sfx: str) -> None:
     """The RUNPATH into NVIDIA's wheels must survive auditwheel: without it the provider only
     loads where the user set LD_LIBRARY_PATH, which the GPU proof would not notice."""
+    carried = bundled(ctx)
     expected = {
         ep.provider_library: assemble.provider_runpath(ep.pip_library_dirs)
         for ep in ctx.plan.providers
-        if ep.pip_library_dirs
+        if ep.pip_library_dirs or ep.name in carried
     }
     if not expected:
         return
@@ -116,6 +117,21 @@ def derived(ctx: BuildContext, version: str, raw_wheel: Path, first: Path) -> Pa
     return derive.derive(raw_wheel, first, repaired.host)
 
 
+def check_bundled(ctx: BuildContext, wheel: Path) -> None:
+    """Every [ep_bundle] file is in the wheel beside the provider under its own name: a vendor
+    runtime that finds its plugins beside itself breaks if a repair renamed or dropped one."""
+    with zipfile.ZipFile(wheel) as zf:
+        members = set(zf.namelist())
+    for ep, files in bundled(ctx).items():
+        lost = [f for f in files if f"{assemble.CAPI_DIR}/{PurePosixPath(f).name}" not in members]
+        if lost:
+            raise PackageError(
+                f"the repaired wheel lacks {PurePosixPath(lost[0]).name} of [ep_bundle.{ep}] in {assemble.CAPI_DIR}",
+                where=wheel.name,
+                fix="see logs/repair.log: the repair renamed or dropped it (exclude it from grafting)",
+            )
+
+
 def finish(ctx: BuildContext, state: BuildState, version: str, wheel: Path) -> Path:
     """What every repaired wheel must be, however it was repaired: no executable stack, each
     library within its tag's promise, provider RUNPATHs kept, CUDA code for every architecture the
@@ -129,6 +145,7 @@ def finish(ctx: BuildContext, state: BuildState, version: str, wheel: Path) -> P
         libraries, elf.policy(promised, ctx.plan.toolchain.system_libraries, ctx.plan.repair_excludes), wheel.name
     )
     verify_provider_runpaths(ctx, state, wheel, suffix(ctx, version))
+    check_bundled(ctx, wheel)
     if ctx.plan.builds_cuda:
         # The GPUs it promises, from the CUDA libraries' own device code (.nv_fatbin).
         fatbin.check(libraries, ctx.plan.recipe.cuda.architectures, wheel.name)

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from ... import binding
 from ...errors import PackageError
 from ...fsutil import remove_tree
-from ...paths import IN_ROOT_TOOLS_VENV
+from ...paths import IN_ROOT_EP_WHEELS, IN_ROOT_TOOLS_VENV
 from ...wheel import assemble, derive, record, repair
 from ..context import BuildContext
 from ..state import Bindings, BuildState, Models, PerPython, Source, Wheels
@@ -28,10 +28,36 @@ def suffix(ctx: BuildContext, version: str) -> str:
     return "" if version == ctx.plan.python[0] else f"-{version}"
 
 
+def bundled(ctx: BuildContext) -> dict[str, tuple[str, ...]]:
+    """The plan's EPs whose vendor runtime the package carries ([ep_bundle]): EP -> files under {wheels}."""
+    return {
+        ep.name: ctx.plan.toolchain.ep_bundle[ep.name]
+        for ep in ctx.plan.providers
+        if ep.name in ctx.plan.toolchain.ep_bundle
+    }
+
+
+def bundle_vendor_files(ctx: BuildContext, state: BuildState, stage: Path) -> None:
+    """Each [ep_bundle] file copied from the root's unpacked wheels into the package beside the
+    provider library, under its own name (its RUNPATH of $ORIGIN finds its neighbours)."""
+    capi = stage / assemble.CAPI_DIR
+    for ep, files in bundled(ctx).items():
+        for relative in files:
+            source = ctx.layout.host_path(str(IN_ROOT_EP_WHEELS / relative), state.roots)
+            if not source.is_file():
+                raise PackageError(
+                    f"[ep_bundle.{ep}] {relative} is not in the build root's unpacked wheels",
+                    where=str(source),
+                    fix=f"correct [ep_bundle.{ep}] in toolchains/{ctx.plan.toolchain.name}.toml (or the wheel pin)",
+                )
+            shutil.copy2(source, capi / Path(relative).name)
+
+
 def set_provider_runpaths(ctx: BuildContext, state: BuildState, stage: Path, sfx: str) -> None:
     """Provider libraries whose vendor runtime comes from pip wheels (CUDA, cuDNN) get a
-    RUNPATH into those wheels' directories, so loading the provider finds them."""
-    libraries = [ep for ep in ctx.plan.providers if ep.pip_library_dirs]
+    RUNPATH into those wheels' directories, and those whose runtime the package carries
+    ([ep_bundle]) one of their own directory, so loading the provider finds them."""
+    libraries = [ep for ep in ctx.plan.providers if ep.pip_library_dirs or ep.name in bundled(ctx)]
     if not libraries:
         return
     with ctx.open_log(f"runpath{sfx}") as log:
@@ -90,6 +116,7 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
     assemble.stage_package(ctx.layout.build.host / "onnxruntime", stage.host, plan, build_record)
     if sfx:  # the binding compiled for this version replaces the root Python's
         shutil.copyfile(state.get(Bindings).modules[version], stage.host / "onnxruntime" / "capi" / binding.MODULE)
+    bundle_vendor_files(ctx, state, stage.host)
     set_provider_runpaths(ctx, state, stage.host, sfx)
     project = work / f"wheelproj{sfx}"
     assemble.write_project(project.host, plan, ctx.layout.source.host, str(stage.inside / "onnxruntime"))
