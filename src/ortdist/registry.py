@@ -345,6 +345,10 @@ class PypiWheel:
     target: str
     size: int
     sha256: str
+    # The recipes whose wheels it is the counterpart of, whatever their version (PyPI's CUDA 13
+    # onnxruntime-gpu is 1.31.1; cuda13-linux's is 1.21.0): then it is compared with those recipes'
+    # wheels alone. Empty: any wheel of the same distribution, version and CPython tag.
+    recipes: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -383,7 +387,7 @@ def parse_pypi_wheels(data: dict[str, Any]) -> tuple[PypiWheel, ...]:
                 where=where(origin, f"{key}.sha256"),
                 fix="64 lowercase hex digits, as `sha256sum` prints them",
             )
-        slot = (*parsed, wheel.target)
+        slot = (*parsed, wheel.target, *wheel.recipes)
         if slot in seen:
             raise DataError(
                 f"a second wheel for {' '.join(slot)} (the first: {seen[slot]})",

@@ -26,6 +26,9 @@ from typing import Any
 
 import pytest
 
+from ortdist import registry
+from ortdist.checks import elf, fatbin
+from ortdist.recipe import load_recipe
 from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.toolchains import Toolchain, load_toolchain, make_toolchain
@@ -41,6 +44,7 @@ __all__ = [
     "test_a_wheel_without_its_cuda_runtime_fails_even_without_a_gpu",
     "test_asking_for_cuda_without_a_driver_falls_back_instead_of_aborting",
     "test_every_elf_of_every_artifact_keeps_the_toolchains_promise",
+    "test_every_promised_gpu_is_in_the_device_code_and_no_wheel_is_larger_than_pypis",
     "test_five_portable_wheels_with_nothing_from_cuda_grafted",
     "test_smoke_skips_cuda_for_want_of_a_gpu_and_passes_the_cpu",
     "test_the_extras_install_from_an_index_and_the_provider_finds_them",
@@ -104,6 +108,28 @@ def wheels_of(built: tuple[Path, dict[str, Any]]) -> dict[str, Path]:
     out, manifest = built
     paths = [out / str(a["path"]) for a in manifest["artifacts"] if a["kind"] == "wheel"]
     return {re.search(r"-cp(\d+)-", p.name).group(1): p for p in paths}  # type: ignore[union-attr]
+
+
+def test_every_promised_gpu_is_in_the_device_code_and_no_wheel_is_larger_than_pypis(
+    line: CudaLine, built: tuple[Path, dict[str, Any]]
+) -> None:
+    """Read from each wheel's own CUDA provider: SASS for every architecture the recipe lists and
+    its PTX, exactly (nothing the recipe does not promise either); and each wheel is no larger than
+    PyPI's onnxruntime-gpu of the same CUDA line (data/pypi_wheels.toml)."""
+    architectures = load_recipe(PROJECT / "recipes" / f"{line.recipe}.toml").cuda.architectures
+    promised = fatbin.promised(architectures)
+    pypi = [w for w in registry.pypi_wheels() if line.recipe in w.recipes]
+    assert pypi, f"data/pypi_wheels.toml names no PyPI wheel for {line.recipe}"
+    wheels = wheels_of(built)
+    assert sorted(wheels) == sorted(PYTHONS)
+    for tag, wheel in wheels.items():
+        code = fatbin.device_code(elf.wheel_libraries(wheel))
+        provider = code.pop(f"onnxruntime/capi/{PROVIDER_LIBRARY}")
+        assert not code, f"cp{tag}: device code outside the provider: {sorted(code)}"
+        assert sorted(provider["sass"] + provider["ptx"]) == sorted(promised), f"cp{tag}: {provider}"
+        same_python = [w.size for w in pypi if f"-cp{tag}-" in w.file]
+        limit = same_python[0] if same_python else min(w.size for w in pypi)
+        assert wheel.stat().st_size <= limit, f"cp{tag}: {wheel.stat().st_size:,} B > PyPI's {limit:,} B"
 
 
 def elf_facts(path: Path) -> tuple[set[str], set[str]]:

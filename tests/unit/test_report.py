@@ -369,6 +369,20 @@ def test_wheels_against_pypis_wheel_from_the_data_file(tmp_path: Path) -> None:
     assert release.pypi_reference(manifest["artifacts"][0], android) is None  # same name, a target PyPI lacks
 
 
+def test_a_cuda_wheel_is_compared_with_its_own_cuda_lines_pypi_wheel() -> None:
+    """Both CUDA recipes make onnxruntime-gpu 1.21.0: cuda-linux's is compared with PyPI's 1.21.0
+    (CUDA 12), cuda13-linux's with PyPI's CUDA 13 wheel, 1.31.1, by CPython tag."""
+    wheel = wheel_entry("onnxruntime_gpu-1.21.0-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", 1)
+    target = "x86_64-unknown-linux-gnu"
+    cuda12 = release.pypi_reference(wheel, {"recipe": "cuda-linux", "target": target})
+    cuda13 = release.pypi_reference(wheel, {"recipe": "cuda13-linux", "target": target})
+    assert cuda12 is not None and cuda12.file.startswith("onnxruntime_gpu-1.21.0-cp312-") and cuda12.size == 280_811_594
+    assert cuda13 is not None and cuda13.file == "onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert release.pypi_reference(wheel, {"recipe": "my-gpu-build", "target": target}) is None
+    cp310 = wheel_entry("onnxruntime_gpu-1.21.0-cp310-cp310-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", 1)
+    assert release.pypi_reference(cp310, {"recipe": "cuda13-linux", "target": target}) is None  # 1.31.1 has none
+
+
 def test_the_pypi_data_file_is_checked() -> None:
     wheels = registry.pypi_wheels()
     assert {w.file: w.size for w in wheels}[

@@ -227,18 +227,23 @@ def versus_previous(artifact: Mapping[str, Any], previous: Manifest | None) -> V
 def pypi_reference(
     artifact: Mapping[str, Any], manifest: Manifest, wheels: Iterable[PypiWheel] | None = None
 ) -> PypiWheel | None:
-    """PyPI's wheel for the same distribution, version, CPython tag and target as this wheel of ours."""
+    """PyPI's wheel for the same distribution, version, CPython tag and target as this wheel of
+    ours; or, where PyPI's wheel names the recipes it stands against, for this recipe's wheel of the
+    same distribution and CPython tag (whatever the versions)."""
     ours = wheel_name(str(artifact.get("path", ""))) if artifact.get("kind") == "wheel" else None
     if ours is None:
         return None
-    return next(
-        (
-            w
-            for w in (pypi_wheels() if wheels is None else wheels)
-            if wheel_name(w.file) == ours and w.target == manifest.get("target")
-        ),
-        None,
-    )
+    recipe = manifest.get("recipe")
+
+    def matches(w: PypiWheel) -> bool:
+        theirs = wheel_name(w.file)
+        if theirs is None or w.target != manifest.get("target"):
+            return False
+        if w.recipes:
+            return recipe in w.recipes and (theirs[0], theirs[2]) == (ours[0], ours[2])
+        return theirs == ours
+
+    return next((w for w in (pypi_wheels() if wheels is None else wheels) if matches(w)), None)
 
 
 def versus_pypi(artifact: Mapping[str, Any], reference: PypiWheel) -> Versus | None:
