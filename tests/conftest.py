@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from ortdist.recipe import Recipe, load_recipe
 
 pytest_plugins = ["pytester"]
 PROJECT = Path(__file__).resolve().parent.parent
+# What the unit tests' clients are configured with (no real registry's address in the tests).
+NPM_REGISTRY = "http://npm.mirror.example"
+PIP_INDEX = "http://pypi.mirror.example/simple"
 INTEGRATION = "integration"
 # A test of a recipe other than the main one is marked recipe_tree("<name>"): each such recipe is a
 # full ORT compile (25-60 min cold on 2 cores), and CI's 90 minutes from a cold machine hold the main
@@ -377,12 +381,35 @@ def pytest_runtest_makereport(
     return report
 
 
+class UnitTestHost:
+    """ortdist.mirrors.Host for unit tests: pip and npm configured with registries of the tests' own,
+    no apt sources (the toolchain's mirror serves)."""
+
+    def pip(self, *args: str) -> str:
+        return f"--index-url <url>  Base URL (default {PIP_INDEX})." if "--help" in args else ""
+
+    def npm_registry(self) -> str | None:
+        return NPM_REGISTRY + "/"
+
+    def apt_sources(self) -> dict[str, str]:
+        return {}
+
+
 @pytest.fixture(autouse=True)
 def _no_ortdist_environment(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Unit tests see none of the caller's ORTDIST_* settings (a runner's ORTDIST_COMPILER_CACHE=sccache, say)."""
     if not request.node.get_closest_marker(INTEGRATION):
         for name in [n for n in os.environ if n.startswith("ORTDIST_")]:
             monkeypatch.delenv(name)
+        # Nor the host's package clients: the unit tests' own stand-in answers for pip, npm and apt
+        # (tests/unit/test_mirrors.py asks the real ones through run.capture).
+        from ortdist import mirrors
+
+        mirrors.clear()
+        monkeypatch.setattr(mirrors, "HOST", UnitTestHost())
+        yield
+        mirrors.clear()  # what the stand-in answered is not the host's
+        return
     yield
 
 
@@ -424,8 +451,16 @@ def recipe_from(write_recipe: Callable[..., Path]) -> Callable[..., Recipe]:
 
 
 def pypi_reachable() -> bool:
+    """Whether pip's index (as this host configures it, ortdist.mirrors) answers."""
+    from ortdist import mirrors
+
+    url = urllib.parse.urlsplit(mirrors.pip_index().index.url)
+    if url.scheme == "file":
+        return Path(url.path).is_dir()
     try:
-        socket.create_connection(("pypi.org", 443), timeout=10).close()
+        socket.create_connection(
+            (url.hostname or "", url.port or (443 if url.scheme == "https" else 80)), timeout=10
+        ).close()
     except OSError:
         return False
     return True
@@ -434,7 +469,7 @@ def pypi_reachable() -> bool:
 def _download_official_wheel(dest: Path, python: str | None = None, arch: str = "x86_64") -> Path:
     """PyPI's onnxruntime 1.21.0 wheel (the control) for ``python`` (default: the running one) on ``arch``."""
     if not pypi_reachable():
-        pytest.skip("offline: pypi.org:443 is unreachable, and the test needs PyPI's onnxruntime wheel")
+        pytest.skip("offline: pip's index is unreachable, and the test needs PyPI's onnxruntime wheel")
     target = ["--python-version", python, "--platform", f"manylinux_2_28_{arch}"] if python else []
     subprocess.run(
         [

@@ -11,6 +11,7 @@ import copy
 import os
 import re
 import shutil
+import ssl
 import tarfile
 import tempfile
 import urllib.error
@@ -21,64 +22,77 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from . import run
-from .errors import SourceError
+from . import mirrors, run
+from .errors import OrtdistError, SourceError
 from .fsutil import sha256_file, temp_sibling_dir
 from .log import log
 from .registry import DebianSource, DependencySource
 
-DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
-DEFAULT_PYPI_SIMPLE = "https://pypi.org/simple"
 
-
-def debian_mirror() -> str:
-    return os.environ.get("ORTDIST_DEBIAN_MIRROR", DEFAULT_DEBIAN_MIRROR).rstrip("/")
-
-
-def pypi_simple() -> str:
-    return os.environ.get("ORTDIST_PYPI_SIMPLE", DEFAULT_PYPI_SIMPLE).rstrip("/")
+def debian_mirror(declared: str) -> str:
+    """Debian's archive as this host names it (mirrors.debian_archive), else ``declared``: the
+    toolchain's ``mirror``."""
+    return mirrors.debian_archive(declared).url
 
 
 @dataclass(frozen=True)
 class Pinned:
     """A file to fetch: where from, what to call it, and the sha256 it must have."""
 
-    url: str
+    url: str  # "" where no registry could be named (``unreachable`` says why): a cached copy still serves
     filename: str
     sha256: str
     origin: str  # where the pin is written, for error messages
+    unreachable: OrtdistError | None = None
 
 
-def debian_orig(source: DebianSource, sha256_override: str = "") -> Pinned:
+def debian_orig(source: DebianSource, archive: str, sha256_override: str = "") -> Pinned:
+    """ORT's orig tarball from Debian's pool (``archive``: the toolchain's declared mirror)."""
     return Pinned(
-        url=f"{debian_mirror()}/{source.pool_path}",
+        url=f"{debian_mirror(archive)}/{source.pool_path}",
         filename=source.orig_tarball,
         sha256=sha256_override or source.sha256,
         origin="recipe [source] sha256" if sha256_override else "ortdist/data/ort_versions.toml",
     )
 
 
+def _open(url: str, cert: str) -> IO[bytes]:
+    """urlopen with pip's CA bundle where pip names one (a company proxy's own CA)."""
+    context = ssl.create_default_context(cafile=cert) if cert and url.startswith("https:") else None
+    response: IO[bytes] = urllib.request.urlopen(url, timeout=60, context=context)
+    return response
+
+
 def pypi_sdist_url(project: str, filename: str) -> str:
-    """Find ``filename`` on the PyPI simple index (PEP 503 HTML) and return its URL."""
-    index = f"{pypi_simple()}/{project}/"
-    try:
-        with urllib.request.urlopen(index, timeout=60) as resp:
-            html = resp.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError) as exc:
-        raise SourceError(
-            f"cannot read the PyPI index {index}: {exc}",
-            fix="check the network or set ORTDIST_PYPI_SIMPLE to a reachable mirror",
-        ) from exc
-    for href in re.findall(r'href="([^"]+)"', html):
-        if href.split("#", 1)[0].rsplit("/", 1)[-1] == filename:
-            return str(urllib.parse.urljoin(index, href.split("#", 1)[0]))
-    raise SourceError(f"{filename} is not on {index}", fix="check the pinned version in ort_versions.toml")
+    """Find ``filename`` on pip's index, then its extra indexes (PEP 503 HTML), and return its URL."""
+    pip = mirrors.pip_index()
+    tried = []
+    for base in (pip.index.url, *pip.extra):
+        index = f"{base}/{project}/"
+        try:
+            with _open(index, pip.cert) as resp:
+                html = resp.read().decode("utf-8", "replace")
+        except (urllib.error.URLError, OSError) as exc:
+            tried.append(f"{index} ({exc})")
+            continue
+        for href in re.findall(r'href="([^"]+)"', html):
+            if href.split("#", 1)[0].rsplit("/", 1)[-1] == filename:
+                return str(urllib.parse.urljoin(index, href.split("#", 1)[0]))
+        tried.append(f"{index} (no such file)")
+    raise SourceError(
+        f"{filename} is not on pip's index ({pip.index.origin}): " + "; ".join(tried),
+        fix="check the network and pip's index-url (pip config list), or set ORTDIST_PYPI_SIMPLE; check the "
+        "pinned version in ort_versions.toml",
+    )
 
 
-def dependency(dep: DependencySource) -> Pinned:
-    """Where a dependency's pinned file comes from: PyPI's simple index, or Debian's pool."""
+def dependency(dep: DependencySource, archive: str) -> Pinned:
+    """Where a dependency's pinned file comes from: pip's index, or Debian's pool (``archive``: the
+    toolchain's declared mirror)."""
     origin = f"ortdist/data/ort_versions.toml deps.{dep.name}"
-    url = pypi_sdist_url(dep.pypi_sdist, dep.filename) if dep.pypi_sdist else f"{debian_mirror()}/{dep.pool_path}"
+    url = (
+        pypi_sdist_url(dep.pypi_sdist, dep.filename) if dep.pypi_sdist else f"{debian_mirror(archive)}/{dep.pool_path}"
+    )
     return Pinned(url=url, filename=dep.filename, sha256=dep.sha256, origin=origin)
 
 
@@ -156,6 +170,8 @@ def fetch(pin: Pinned, downloads: Path) -> Path:
             return final
         except SourceError:
             final.unlink()  # a stale or corrupt cache entry: fetch again, verify again
+    if not pin.url and pin.unreachable is not None:
+        raise pin.unreachable
     # A unique temp file: two ortdist processes fetching the same file cannot interleave writes.
     fd, part_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=downloads)
     os.close(fd)
@@ -169,7 +185,8 @@ def fetch(pin: Pinned, downloads: Path) -> Path:
             raise SourceError(
                 f"download failed: {exc}",
                 where=pin.url,
-                fix="check the network, or set ORTDIST_DEBIAN_MIRROR / ORTDIST_PYPI_SIMPLE",
+                fix="check the network, or the mirror apt, pip or npm is configured with (ORTDIST_DEBIAN_MIRROR, "
+                "ORTDIST_PYPI_SIMPLE and ORTDIST_NPM_REGISTRY override them)",
             ) from exc
         verify(part, pin)
         part.rename(final)

@@ -36,11 +36,6 @@ from .wheelnames import wheel_name
 PUBLISH_RECORD = "publish.json"
 INDEX_SMOKE_DIR = "smoke-from-index"
 SMOKE_DIR = "smoke"
-# Upload URLs whose simple index is not at <url>/simple/ (twine's own defaults for PyPI).
-KNOWN_INDEXES = {
-    "https://upload.pypi.org/legacy/": "https://pypi.org/simple/",
-    "https://test.pypi.org/legacy/": "https://test.pypi.org/simple/",
-}
 
 
 @dataclass(frozen=True)
@@ -150,10 +145,13 @@ def check_smoked(wheels: Sequence[ReleaseWheel], smoke_dir: Path) -> None:
 
 
 def default_index_url(repository_url: str) -> str:
-    """The simple index beside an upload URL: PyPI's own, else <url>/simple/ (pypiserver, and
+    """The simple index beside an upload URL: a Warehouse's (https://upload.<host>/legacy/ ->
+    https://<host>/simple/, as PyPI and TestPyPI are laid out), else <url>/simple/ (pypiserver, and
     Artifactory's api/pypi/<repo>/); devpi and others need --index-url."""
-    normalised = repository_url.rstrip("/") + "/"
-    return KNOWN_INDEXES.get(normalised, normalised + "simple/")
+    parts = urllib.parse.urlsplit(repository_url)
+    if parts.path.rstrip("/").endswith("/legacy") and parts.netloc.startswith("upload."):
+        return f"{parts.scheme}://{parts.netloc.removeprefix('upload.')}/simple/"
+    return repository_url.rstrip("/") + "/simple/"
 
 
 def project_page(index_url: str, distribution: str) -> str:

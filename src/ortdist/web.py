@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from . import sources
+from . import mirrors, sources
+from .errors import SourceError
 
 MODULE = "ort-wasm-simd-threaded"  # the SIMD + threads variant: the only one 1.21.0's loader names
 FILES = (f"{MODULE}.wasm", f"{MODULE}.mjs")
@@ -28,11 +29,12 @@ class NpmPackage:
     @property
     def pin(self) -> sources.Pinned:
         filename = f"{self.name}-{self.version}.tgz"
+        try:
+            url, unreachable = f"{mirrors.npm_registry().url}/{self.name}/-/{filename}", None
+        except SourceError as exc:  # no npm to ask: a cached copy still serves
+            url, unreachable = "", exc
         return sources.Pinned(
-            url=f"https://registry.npmjs.org/{self.name}/-/{filename}",
-            filename=filename,
-            sha256=self.sha256,
-            origin="ortdist/web.py",
+            url=url, filename=filename, sha256=self.sha256, origin="ortdist/web.py", unreachable=unreachable
         )
 
 

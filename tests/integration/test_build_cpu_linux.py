@@ -22,7 +22,7 @@ import pytest
 from ortdist.smoke.models import BUILDERS
 from smoke_helpers import expected_smoke_environment
 
-from . import free_port, local_server, record_built, scratch_cache
+from . import PROJECT, free_port, local_server, record_built, scratch_cache
 
 pytestmark = [
     pytest.mark.integration,
@@ -148,10 +148,12 @@ def test_older_systems_run_the_build_offline(built: tuple[Path, dict[str, Any], 
     (model,) = c["details"]["models"]
     assert model["model"] == "cnn.onnx" and model["max_abs_err"] < 1e-5, model  # measured: 8.9e-08
     # Offline, observed: the mirror the roots came from answers the host, and not the roots.
+    from ortdist import mirrors
     from ortdist.checks.compat import REACHED, network_probe
     from ortdist.pipeline.steps.compat import mirror_endpoint
+    from ortdist.toolchains import load_toolchain
 
-    endpoint = mirror_endpoint("http://deb.debian.org/debian")
+    endpoint = mirror_endpoint(mirrors.debian_archive(load_toolchain(PROJECT, "portable-glibc2.17").mirror).url)
     assert endpoint is not None
     host = subprocess.run(["/bin/sh", "-c", network_probe(*endpoint)], text=True, capture_output=True, check=True)
     assert REACHED in host.stdout, host.stdout + host.stderr

@@ -119,7 +119,7 @@ def test_a_plan_only_toolchain_refuses_to_make_one(project: Path) -> None:
             '[compat.old]\nsuite = "bullseye"\ncheck = "c"\npackages = ["x"]\npython = "3.9"\n',
             'check "c" runs no Python',
         ),
-        ('[compat.old]\nsuite = "bullseye"\ncheck = "c"\npackages = ["x"]\nmirror = "deb.debian.org"\n', "not an http"),
+        ('[compat.old]\nsuite = "bullseye"\ncheck = "c"\npackages = ["x"]\nmirror = "apt.example"\n', "not an http"),
         ('[compat.Old_Root]\nsuite = "bullseye"\ncheck = "c"\npackages = ["x"]\n', "is not lowercase letters"),
         ('[compat]\nold = "bullseye"\n', r"compat\.old': must be a table"),
     ],

@@ -121,11 +121,14 @@ def test_unpack_refuses_path_traversal(tmp_path: Path) -> None:
 
 def test_debian_url_follows_the_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
     src = DebianSource(package="onnxruntime", version="1.21.0+dfsg", sha256="a" * 64)
+    declared = "http://declared.example/debian"
+    assert sources.debian_orig(src, declared).url.startswith(f"{declared}/pool/main/o/onnxruntime/")
     monkeypatch.setenv("ORTDIST_DEBIAN_MIRROR", "http://mirror.example/debian/")
-    pin = sources.debian_orig(src)
+    sources.mirrors.debian_archive.cache_clear()
+    pin = sources.debian_orig(src, declared)
     assert pin.url == "http://mirror.example/debian/pool/main/o/onnxruntime/onnxruntime_1.21.0+dfsg.orig.tar.xz"
     assert pin.sha256 == "a" * 64
-    assert sources.debian_orig(src, "b" * 64).origin == "recipe [source] sha256"
+    assert sources.debian_orig(src, declared, "b" * 64).origin == "recipe [source] sha256"
 
 
 def test_pypi_sdist_url_from_simple_index(served: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -238,7 +241,7 @@ def test_a_dependency_comes_from_pypi_or_debians_pool(
     monkeypatch.setenv("ORTDIST_PYPI_SIMPLE", url)
     monkeypatch.setenv("ORTDIST_DEBIAN_MIRROR", "http://mirror.example/debian/")
     sdist = DependencySource(name="pybind11", pypi_sdist="pybind11", version="2.13.6", sha256="a" * 64)
-    pin = sources.dependency(sdist)
+    pin = sources.dependency(sdist, "http://declared.example/debian")
     assert (pin.url, pin.filename) == ("https://files.example/pybind11-2.13.6.tar.gz", "pybind11-2.13.6.tar.gz")
     assert (pin.sha256, pin.origin) == ("a" * 64, "ortdist/data/ort_versions.toml deps.pybind11")
     deb = DependencySource(
@@ -249,7 +252,7 @@ def test_a_dependency_comes_from_pypi_or_debians_pool(
         suite="trixie",
         sha256="b" * 64,
     )
-    pin = sources.dependency(deb)
+    pin = sources.dependency(deb, "http://declared.example/debian")
     assert pin.url == "http://mirror.example/debian/pool/main/s/safeint/libsafeint-dev_3.0.28a+dfsg-4_all.deb"
     assert (pin.filename, pin.origin) == (deb.file, "ortdist/data/ort_versions.toml deps.safeint")
 

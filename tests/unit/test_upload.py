@@ -89,8 +89,9 @@ def test_skip_existing_leaves_the_index_files_alone_and_adds_the_rest() -> None:
     ("repository", "index"),
     [
         ("http://127.0.0.1:8080", "http://127.0.0.1:8080/simple/"),
-        ("https://upload.pypi.org/legacy/", "https://pypi.org/simple/"),
-        ("https://test.pypi.org/legacy", "https://test.pypi.org/simple/"),
+        ("https://upload.warehouse.example/legacy/", "https://warehouse.example/simple/"),
+        ("https://upload.test.warehouse.example/legacy", "https://test.warehouse.example/simple/"),
+        ("https://devpi.example/legacy", "https://devpi.example/legacy/simple/"),
         ("https://art/api/pypi/pypi-local/", "https://art/api/pypi/pypi-local/simple/"),
     ],
 )

@@ -72,8 +72,9 @@ def test_the_package_json_names_the_onnxruntime_web_it_pairs_with() -> None:
 
 
 def test_the_stock_package_is_pinned_on_npms_registry() -> None:
+    """On the registry npm is configured with (tests/conftest.py gives the unit tests their own)."""
     pin = web.STOCK["1.21.0"].pin
-    assert pin.url == "https://registry.npmjs.org/onnxruntime-web/-/onnxruntime-web-1.21.0.tgz"
+    assert pin.url == "http://npm.mirror.example/onnxruntime-web/-/onnxruntime-web-1.21.0.tgz"
     assert len(pin.sha256) == 64 and pin.filename == "onnxruntime-web-1.21.0.tgz"
     assert dataclasses.is_dataclass(web.STOCK["1.21.0"])
 

@@ -83,6 +83,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def declared_archive(project: Path) -> str:
+    """The Debian archive the project's toolchains name (their ``mirror``): what a command with no
+    toolchain of its own fetches ORT's orig tarball from, unless the host's apt names one."""
+    for path in sorted((project / "toolchains").glob("*.toml")):
+        mirror = load_toolchain(project, path.stem).mirror
+        if mirror:
+            return mirror
+    return ""
+
+
 def cmd_patches_check(args: argparse.Namespace) -> int:
     """Apply each series to a fresh copy of its pinned source; nothing is kept."""
     project = project_root()
@@ -107,7 +117,7 @@ def cmd_patches_check(args: argparse.Namespace) -> int:
         checked += 1
         patches = read_series(directory)
         require_host_tools("patch")
-        archive = sources.fetch(sources.debian_orig(version.source), cache.downloads)
+        archive = sources.fetch(sources.debian_orig(version.source, declared_archive(project)), cache.downloads)
         with tempfile.TemporaryDirectory(prefix="ortdist-patches-") as tmp:
             tree = Path(tmp) / "src"
             sources.unpack(archive, tree)

@@ -76,7 +76,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if not _is_http_url(args.repository_url):
         raise OrtdistError(
             f"--repository-url {args.repository_url!r} is not an http(s) URL",
-            fix="pass the index's upload URL, e.g. http://127.0.0.1:8080/ or https://upload.pypi.org/legacy/",
+            fix="pass the index's upload URL, e.g. http://127.0.0.1:8080/ (a pypiserver) or a Warehouse's .../legacy/",
         )
     if args.index_url and not _is_http_url(args.index_url):
         raise OrtdistError(f"--index-url {args.index_url!r} is not an http(s) URL", fix="pass the simple index's URL")

@@ -76,7 +76,7 @@ def check_compat(tc: ToolchainFile, path: Path, where_all: str) -> None:
             raise RecipeError(
                 f"mirror {compat.mirror!r} is not an http(s) URL",
                 where=at("mirror"),
-                fix='e.g. mirror = "http://archive.debian.org/debian", or drop it to use the toolchain\'s mirror',
+                fix="an http(s) URL of a Debian archive, or drop it to use the toolchain's mirror",
             )
 
 

@@ -61,7 +61,8 @@ def test_the_debian_source_is_fetched_unpacked_and_patched(make_env: MakeEnv, mo
     # The portable toolchain compiles every dependency from source: Debian's pool or PyPI, each pinned.
     abseil = next(d for d in env.plan.deps if d.name == "abseil_cpp")
     assert (others[0].filename, others[0].sha256) == (abseil.filename, abseil.sha256)
-    assert others[0].url == f"http://deb.debian.org/debian/pool/main/a/abseil/{abseil.filename}"
+    # Debian's pool on the toolchain's declared mirror (the tests' host has no apt sources).
+    assert others[0].url == f"{env.plan.toolchain.mirror}/pool/main/a/abseil/{abseil.filename}"
     assert [p.filename for p in fake.fetched[1:]] == [d.filename for d in env.plan.deps]
     tree = env.layout.source.host
     assert [name for name, _ in fake.unpacked] == [pin.orig_tarball, *(d.filename for d in env.plan.deps)]
@@ -72,7 +73,15 @@ def test_the_debian_source_is_fetched_unpacked_and_patched(make_env: MakeEnv, mo
     assert fake.patched[0][1] != tree
     assert (tree / "CMakeLists.txt").read_text() == pin.orig_tarball
     assert (tree / ".ortdist-patched").read_text() == "".join(f"{p.name} {p.sha256}\n" for p in env.plan.patches)
-    assert out.record == {"kind": "debian", "file": orig.filename, "url": orig.url, "sha256": pin.sha256}
+    # The manifest says which mirror the source came from, and where that was read.
+    mirror = {"url": env.plan.toolchain.mirror, "origin": "the toolchain's mirror"}
+    assert out.record == {
+        "kind": "debian",
+        "file": orig.filename,
+        "url": orig.url,
+        "sha256": pin.sha256,
+        "mirror": mirror,
+    }
     assert out.patches == tuple({"name": p.name, "sha256": p.sha256} for p in env.plan.patches)
     assert out.manifest()["source"]["sha256"] == pin.sha256
 

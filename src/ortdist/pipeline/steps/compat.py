@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ... import sources, wheelhouse
+from ... import mirrors, sources, wheelhouse
 from ...checks import interface
 from ...checks.c_smoke import c_smoke_cases, compare_case_outputs, write_case_inputs
 from ...checks.compat import (
@@ -358,7 +358,9 @@ def run(ctx: BuildContext, state: BuildState) -> Compat:
                     fix=f"{exc.fix + '; ' if exc.fix else ''}full log: {ctx.log_path(log_name(compat))}",
                 ) from exc
             check = Check(ctx, compat, root, log)
-            network = check.probe_network(mirror_endpoint(compat.mirror or ctx.plan.toolchain.mirror))
+            network = check.probe_network(
+                mirror_endpoint(mirrors.debian_archive(compat.mirror or ctx.plan.toolchain.mirror).url)
+            )
             outcome = CHECKS[compat.check](ctx, check, artefacts[compat.name])
         details = {**outcome["details"], "network": network}
         proof = details.get("gcc") or f"{details.get('python')}, {len(details.get('models', []))} model runs"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ... import sources, treecheck
+from ... import mirrors, sources, treecheck
 from ...hosttools import require_host_tools
 from ...patches import ensure_tree, prepare_tree, source_exclude
 from ..context import BuildContext
@@ -17,9 +17,16 @@ def run(ctx: BuildContext, state: BuildState) -> Source:
     plan, src = ctx.plan, ctx.plan.recipe.source
     record: dict[str, Any]
     if src.kind == "debian":
-        pin = sources.debian_orig(plan.version.source, src.sha256)
+        pin = sources.debian_orig(plan.version.source, plan.toolchain.mirror, src.sha256)
         archive = sources.fetch(pin, ctx.cache.downloads)
-        record = {"kind": "debian", "file": pin.filename, "url": pin.url, "sha256": pin.sha256}
+        mirror = mirrors.debian_archive(plan.toolchain.mirror)
+        record = {
+            "kind": "debian",
+            "file": pin.filename,
+            "url": pin.url,
+            "sha256": pin.sha256,
+            "mirror": {"url": mirror.url, "origin": mirror.origin},
+        }
     else:
         record = {"kind": src.kind, "url": src.url, "tag": src.tag, "path": src.path, "sha256": ""}
 
@@ -46,7 +53,7 @@ def run(ctx: BuildContext, state: BuildState) -> Source:
     for dep in plan.deps:
         target = ctx.layout.deps[dep.name].host
         if not (target.is_dir() and treecheck.reuse(target, f"{dep.name} source tree", source_exclude)):
-            archive = sources.fetch(sources.dependency(dep), ctx.cache.downloads)
+            archive = sources.fetch(sources.dependency(dep, plan.toolchain.mirror), ctx.cache.downloads)
             sources.unpack_dependency(archive, target, dep.subdir)
             treecheck.record(target, source_exclude)
     return Source(record=record, patches=tuple({"name": p.name, "sha256": p.sha256} for p in plan.patches))

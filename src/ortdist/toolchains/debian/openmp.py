@@ -60,7 +60,7 @@ Wrap = Callable[[Path, Sequence[str]], list[str]]
 
 def pinned(spec: ToolchainSpec, openmp: OpenMP) -> sources.Pinned:
     return sources.Pinned(
-        url=f"{sources.debian_mirror()}/{debian_pool_dir(openmp.debian)}/{openmp.file}",
+        url=f"{sources.debian_mirror(spec.mirror)}/{debian_pool_dir(openmp.debian)}/{openmp.file}",
         filename=openmp.file,
         sha256=openmp.sha256,
         origin=f"toolchains/{spec.declared_in.get('openmp', spec.name)}.toml [openmp]",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from ... import registry, run, wheelhouse
+from ... import mirrors, registry, run, wheelhouse
 from ...errors import ToolchainError
 from ...inroot import in_root_python
 from ...log import log as status
@@ -38,7 +38,7 @@ def unpack_debian_python(
         for sub in ("lists/partial", "cache/archives/partial", "parts", "debs"):
             (state / sub).mkdir(parents=True)
         (state / "status").write_text("")
-        (state / "sources.list").write_text(f"deb {spec.mirror} {facts.suite} main\n")
+        (state / "sources.list").write_text(f"deb {mirrors.debian_archive(spec.mirror).url} {facts.suite} main\n")
         apt_state = Path("/ortdist/apt-state")
         options = [
             f"-oDir::Etc::SourceList={apt_state}/sources.list",

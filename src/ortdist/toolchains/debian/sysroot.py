@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ... import run, treecheck
+from ... import mirrors, run, treecheck
 from ...errors import ToolchainError
 from ...fsutil import remove_tree, temp_sibling_dir
 from ...hosttools import require_host_tools, require_root
@@ -197,7 +197,7 @@ class DebianSysroot:
                 f"--components={','.join(origin.components)}",
                 origin.suite,
                 str(tmp),
-                origin.mirror,
+                mirrors.debian_archive(origin.mirror).url,  # the host's Debian mirror, if apt names one
             ],
             log=log,
             error=ToolchainError,
