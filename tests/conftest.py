@@ -107,6 +107,9 @@ class Claim:
     left_out: str = ""  # why this rotation recipe was not built (CI's time, or another one was)
     deselected: int = 0  # not run: no cached build tree
     unselected: int = 0  # not run: left out by -k/-m or the paths given
+    # The main recipe's test modules this run did not collect (it named other paths): its tests
+    # are spread over every module without a recipe_tree mark, and each must run for its claim.
+    uncollected: tuple[str, ...] = ()
     passed: int = 0
     failed: int = 0
     skipped: int = 0
@@ -117,7 +120,7 @@ class Claim:
             return "failed"
         if self.left_out or self.skipped or not self.passed:
             return "not-proven"
-        if self.unselected:
+        if self.unselected or self.uncollected:
             return "partly-proven"
         return "proven-cached" if self.cached else "proven-cold"
 
@@ -140,6 +143,8 @@ class Claim:
             how += f" ({self.slow_day})" if self.slow_day else " (CI's time)"
         if self.unselected:
             return f"PARTLY PROVEN {how}: {self.passed} passed, {self.unselected} not selected in this run"
+        if self.uncollected:
+            return f"PARTLY PROVEN {how}: {self.passed} passed; not run here: {', '.join(self.uncollected)}"
         return f"proven {how}"
 
 
@@ -147,6 +152,18 @@ _CLAIMS = pytest.StashKey[dict[str, Claim]]()
 _STARTED = pytest.StashKey[float]()
 _GROUP_OF = pytest.StashKey[dict[str, str]]()
 _TURN = pytest.StashKey[int | None]()  # the landing number that orders the rotation (None: no rotation)
+
+
+def main_recipe_modules(collected: set[Path]) -> set[Path]:
+    """The integration test modules beside the collected ones that prove the main recipe (and the
+    tooling): those without a recipe_tree mark."""
+    found = set()
+    for directory in {path.parent for path in collected}:
+        for path in directory.glob("test_*.py"):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if "mark.integration" in text and "recipe_tree" not in text:
+                found.add(path)
+    return found
 
 
 def listed_python(recipe: str) -> tuple[str, ...]:
@@ -193,6 +210,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             else:
                 deselected.append(item)
                 claim.deselected += 1
+        if MAIN_RECIPE in claims:
+            ran = {item.path for item in items if item.get_closest_marker(INTEGRATION)}
+            claims[MAIN_RECIPE].uncollected = tuple(sorted(p.name for p in main_recipe_modules(ran) - ran))
         config.stash[_CLAIMS] = claims
         config.stash[_GROUP_OF] = groups
         config.stash[_STARTED] = ci_started()

@@ -340,6 +340,21 @@ def test_a_cached_recipe_is_proven_from_its_tree(
     result.stdout.fnmatch_lines(["  xnnpack-linux * proven from a cached build tree"])
 
 
+def test_a_run_of_some_modules_does_not_claim_the_main_recipe(suite: pytest.Pytester) -> None:
+    """The main recipe's tests are every module without a recipe_tree mark: a run that named one of
+    them proves it partly, and says which did not run (a claims record folds only full proofs)."""
+    import json
+
+    suite.makepyfile(test_tooling="import pytest\n\n@pytest.mark.integration\ndef test_tool():\n    pass\n")
+    result = suite.runpytest_inprocess("--integration", "test_tooling.py")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["  cpu-linux * PARTLY PROVEN *: 1 passed; not run here: test_suite.py"])
+    record = json.loads((suite.path / "results" / "claims.json").read_text())
+    assert record["claims"]["cpu-linux"]["status"] == "partly-proven"
+    whole = suite.runpytest_inprocess("--integration")  # every module collected: nothing said missing
+    assert "not run here" not in whole.stdout.str()
+
+
 def test_a_pytest_raises_block_holds_only_the_statement_that_raises() -> None:
     """Lines after the raising call never run: an assertion there cannot fail."""
     import ast
