@@ -212,3 +212,24 @@ def test_a_bundled_file_missing_from_the_root_is_refused_before_the_wheel_build(
     with pytest.raises(PackageError, match=r"\[ep_bundle.openvino\] openvino/openvino/libs/libopenvino.so.2500 is not"):
         wheel.run(env.ctx, env.state)
     assert env.runner.commands == []
+
+
+def test_a_library_with_its_own_copy_of_libstdcxxs_state_is_refused_before_it_is_stripped(make_env: MakeEnv) -> None:
+    """On a [libstdcxx] toolchain each staged library of ours is read for libstdc++'s data of its own
+    (the first OpenVINO build's libonnxruntime.so had the old ABI's empty string), before strip."""
+    from ..test_cxx_state import OURS, SECTIONS, STUB
+
+    env = ready(make_env("openvino-linux", python=("3.13",)), providers=("libonnxruntime_providers_openvino.so",))
+    for relative in env.plan.toolchain.ep_bundle["openvino"]:
+        source = env.ctx.layout.host_path(f"/opt/ortdist-wheels/{relative}", env.state.roots)
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_bytes(b"vendor")
+    env.runner.on("readelf --dyn-syms", stdout=STUB)
+    env.runner.on("readelf -SW", stdout=SECTIONS)
+    env.runner.on("readelf -sW /ortdist/work/stage/onnxruntime/capi/libonnxruntime_providers_openvino.so", stdout=OURS)
+    with pytest.raises(PackageError, match=r"libonnxruntime_providers_openvino\.so hold their own copy") as err:
+        wheel.run(env.ctx, env.state)
+    assert "_ZNSs4_Rep20_S_empty_rep_storageE" in err.value.message
+    assert not env.matching("strip -s") and not env.matching(
+        "readelf -sW /ortdist/work/stage/onnxruntime/capi/libopenvino"
+    )

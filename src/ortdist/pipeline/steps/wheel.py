@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ... import binding
+from ...checks import cxx_state
 from ...errors import PackageError
 from ...fsutil import remove_tree
-from ...paths import IN_ROOT_EP_WHEELS, IN_ROOT_TOOLS_VENV
+from ...paths import IN_ROOT_COMPILER, IN_ROOT_EP_WHEELS, IN_ROOT_TOOLS_VENV
+from ...toolchains.spec import LIBSTDCXX_STUB
 from ...wheel import assemble, derive, record, repair
 from ..context import BuildContext
 from ..state import Bindings, BuildState, Models, PerPython, Source, Wheels
@@ -81,6 +83,42 @@ def set_provider_runpaths(ctx: BuildContext, state: BuildState, stage: Path, sfx
             )
 
 
+def check_one_cxx_state(ctx: BuildContext, state: BuildState, package: Path, log: TextIO) -> None:
+    """Where the toolchain links libstdc++ shared ([libstdcxx]): no library of ours (the vendor
+    files carried beside it aside) may hold its own copy of libstdc++'s data (checks/cxx_state.py),
+    read before stripping removes the local symbols that show it."""
+    if ctx.plan.toolchain.libstdcxx is None:
+        return
+    carried = {Path(f).name for files in bundled(ctx).values() for f in files}
+    work = ctx.layout.work
+    libraries = sorted(
+        p for p in package.rglob("*.so*") if p.is_file() and not p.is_symlink() and p.name not in carried
+    )
+
+    def readelf(*argv: str) -> str:
+        return ctx.runner.capture(
+            ctx.in_root(state.roots, ["readelf", *argv]), error=PackageError, what="reading symbol tables"
+        ).stdout
+
+    shared = cxx_state.shared_objects(readelf("--dyn-syms", "-W", f"{IN_ROOT_COMPILER}/{LIBSTDCXX_STUB}"))
+    found = {}
+    for library in libraries:
+        inside = str(work.inside / library.relative_to(work.host))
+        own = cxx_state.own_copies(readelf("-sW", inside), shared, cxx_state.writable_sections(readelf("-SW", inside)))
+        if own:
+            found[library.name] = own
+    log.write(f"one libstdc++ state: {len(libraries)} libraries read, {len(shared)} shared objects\n")
+    if found:
+        name, own = next(iter(found.items()))
+        raise PackageError(
+            f"{', '.join(found)} hold their own copy of libstdc++'s data ({name}: {', '.join(own[:4])}"
+            f"{', ...' if len(own) > 4 else ''}), which the process must share with the system's libstdc++.so.6",
+            where=str(package),
+            fix="a static libstdc++ member was linked in for a newer function and brought its data: keep that "
+            "function out (or raise the toolchain's [libstdcxx] versions); docs/eps.md",
+        )
+
+
 def strip_libraries(ctx: BuildContext, state: BuildState, package: Path, log: TextIO) -> None:
     """The package's shared libraries stripped as auditwheel --strip strips them (``strip -s``),
     before the wheel is built: scikit-build-core then compresses, and auditwheel reads, a third
@@ -137,6 +175,7 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
     kept = derive.KeptRaw(work.host / "wheel" / f"kept-raw{sfx}")
     key = kept_key(ctx, state, project.host)
     with ctx.open_log(f"wheel{sfx}") as log:
+        check_one_cxx_state(ctx, state, stage.host / "onnxruntime", log)
         if plan.strip:
             strip_libraries(ctx, state, stage.host / "onnxruntime", log)
         files = derive.staged_files(stage.host)  # stripped: as the wheel takes them
