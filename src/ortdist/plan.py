@@ -77,6 +77,14 @@ class BuildPlan:
         return bool(registry.cuda_eps() & {ep.name for ep in self.providers})
 
     @property
+    def ep_bundle(self) -> dict[str, tuple[str, ...]]:
+        """Its EPs whose vendor runtime the package carries (the toolchain's [ep_bundle]): EP -> files
+        under {wheels}, each shipped under its own name beside the provider library."""
+        return {
+            ep.name: self.toolchain.ep_bundle[ep.name] for ep in self.providers if ep.name in self.toolchain.ep_bundle
+        }
+
+    @property
     def extra_python(self) -> tuple[str, ...]:
         """Versions besides the root's own Python: their binding is compiled in step `binding`."""
         return tuple(v for v in self.python if v not in self.toolchain.python)
@@ -411,6 +419,7 @@ def make_plan(
         steps.append("compat")  # the toolchain's older Debian roots (x86_64 debootstraps)
     steps += ["publish"] if recipe.linkage == "wasm" else ["size", "publish"]  # web_package sizes the module
 
+    carried = [PurePosixPath(f).name for ep in providers for f in toolchain.ep_bundle.get(ep.name, ())]
     return BuildPlan(
         recipe=recipe,
         version=version,
@@ -426,16 +435,8 @@ def make_plan(
         python=tuple(python),
         python_not_built=not_built,
         cuda_recipe_architectures=cuda_narrowed,
-        # The EPs' runtimes a user installs, and the ones the package carries itself ([ep_bundle]):
-        # the repair grafts neither.
-        repair_excludes=tuple(
-            dict.fromkeys(
-                [
-                    *(lib for ep in providers for lib in ep.runtime_libs),
-                    *(PurePosixPath(f).name for ep in providers for f in toolchain.ep_bundle.get(ep.name, ())),
-                ]
-            )
-        ),
+        # The EPs' runtimes a user installs, and those the package carries ([ep_bundle]): grafted by neither.
+        repair_excludes=tuple(dict.fromkeys([*(lib for ep in providers for lib in ep.runtime_libs), *carried])),
         # Release artifacts ship without symbols, like the official wheels; builds that ask for
         # debug info keep it.
         strip=recipe.build_type in STRIPPED_BUILD_TYPES,

@@ -20,7 +20,7 @@ from ..context import BuildContext
 from ..sboms import add_wheel_sbom
 from ..state import BuildState, PerPython, Repaired, Wheels
 from ..step import StepDef
-from .wheel import bundled, suffix
+from .wheel import suffix
 
 
 def target_repair_env(ctx: BuildContext) -> list[str]:
@@ -44,11 +44,10 @@ def target_repair_env(ctx: BuildContext) -> list[str]:
 def verify_provider_runpaths(ctx: BuildContext, state: BuildState, wheel: Path, sfx: str) -> None:
     """The RUNPATH into NVIDIA's wheels must survive auditwheel: without it the provider only
     loads where the user set LD_LIBRARY_PATH, which the GPU proof would not notice."""
-    carried = bundled(ctx)
     expected = {
         ep.provider_library: assemble.provider_runpath(ep.pip_library_dirs)
         for ep in ctx.plan.providers
-        if ep.pip_library_dirs or ep.name in carried
+        if ep.pip_library_dirs or ep.name in ctx.plan.ep_bundle
     }
     if not expected:
         return
@@ -122,7 +121,7 @@ def check_bundled(ctx: BuildContext, wheel: Path) -> None:
     runtime that finds its plugins beside itself breaks if a repair renamed or dropped one."""
     with zipfile.ZipFile(wheel) as zf:
         members = set(zf.namelist())
-    for ep, files in bundled(ctx).items():
+    for ep, files in ctx.plan.ep_bundle.items():
         lost = [f for f in files if f"{assemble.CAPI_DIR}/{PurePosixPath(f).name}" not in members]
         if lost:
             raise PackageError(

@@ -30,20 +30,11 @@ def suffix(ctx: BuildContext, version: str) -> str:
     return "" if version == ctx.plan.python[0] else f"-{version}"
 
 
-def bundled(ctx: BuildContext) -> dict[str, tuple[str, ...]]:
-    """The plan's EPs whose vendor runtime the package carries ([ep_bundle]): EP -> files under {wheels}."""
-    return {
-        ep.name: ctx.plan.toolchain.ep_bundle[ep.name]
-        for ep in ctx.plan.providers
-        if ep.name in ctx.plan.toolchain.ep_bundle
-    }
-
-
 def bundle_vendor_files(ctx: BuildContext, state: BuildState, stage: Path) -> None:
     """Each [ep_bundle] file copied from the root's unpacked wheels into the package beside the
     provider library, under its own name (its RUNPATH of $ORIGIN finds its neighbours)."""
     capi = stage / assemble.CAPI_DIR
-    for ep, files in bundled(ctx).items():
+    for ep, files in ctx.plan.ep_bundle.items():
         for relative in files:
             source = ctx.layout.host_path(str(IN_ROOT_EP_WHEELS / relative), state.roots)
             if not source.is_file():
@@ -59,7 +50,7 @@ def set_provider_runpaths(ctx: BuildContext, state: BuildState, stage: Path, sfx
     """Provider libraries whose vendor runtime comes from pip wheels (CUDA, cuDNN) get a
     RUNPATH into those wheels' directories, and those whose runtime the package carries
     ([ep_bundle]) one of their own directory, so loading the provider finds them."""
-    libraries = [ep for ep in ctx.plan.providers if ep.pip_library_dirs or ep.name in bundled(ctx)]
+    libraries = [ep for ep in ctx.plan.providers if ep.pip_library_dirs or ep.name in ctx.plan.ep_bundle]
     if not libraries:
         return
     with ctx.open_log(f"runpath{sfx}") as log:
@@ -89,7 +80,7 @@ def check_one_cxx_state(ctx: BuildContext, state: BuildState, package: Path, log
     read before stripping removes the local symbols that show it."""
     if ctx.plan.toolchain.libstdcxx is None:
         return
-    carried = {Path(f).name for files in bundled(ctx).values() for f in files}
+    carried = {Path(f).name for files in ctx.plan.ep_bundle.values() for f in files}
     work = ctx.layout.work
     libraries = sorted(
         p for p in package.rglob("*.so*") if p.is_file() and not p.is_symlink() and p.name not in carried
