@@ -26,12 +26,14 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from ortdist import children
+from ortdist import children, mirrors
 from ortdist.paths import Cache
 from ortdist.pipeline import driver
 from ortdist.plan import BuildPlan
@@ -46,8 +48,12 @@ PROJECT = Path(__file__).resolve().parents[2]
 RECIPE = "interrupt-probe"
 STOPPED = 99
 # `ortdist build` as the CLI runs it, but the compile step replaced by a stop: never compile ORT here.
+# Ctrl-C reaches ortdist as in a terminal even when this test runs where SIGINT is ignored (a
+# shell's background job: the ignore is inherited, and Python then keeps it; seen running these
+# tests with `nohup ... &`). A handled signal is reset to the default in the programs it starts.
 WRAPPER = f"""
-import dataclasses, sys
+import dataclasses, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from ortdist.pipeline import driver
 
 def stop(ctx, state):
@@ -182,11 +188,14 @@ def assert_interrupted(run: Run, code: int, expected: int, signame: str) -> None
 
 
 class Mirror:
-    """A Debian mirror serving cached pool files; ``trickled`` (the ORT orig tarball) comes 64 KiB per
-    0.2 s while ``slow`` is set."""
+    """A Debian mirror serving cached pool files and passing every other request (apt's indexes,
+    debootstrap's packages) on to ``upstream``, as a caching proxy does: ORTDIST_DEBIAN_MIRROR is
+    the archive for everything Debian. ``trickled`` (the ORT orig tarball) comes 64 KiB per 0.2 s
+    while ``slow`` is set."""
 
-    def __init__(self, files: dict[str, Path], trickled: str) -> None:
+    def __init__(self, files: dict[str, Path], trickled: str, upstream: str) -> None:
         self.files = files
+        self.upstream = upstream.rstrip("/")
         self.trickled = trickled
         self.slow = threading.Event()
         self.served: list[str] = []
@@ -196,7 +205,7 @@ class Mirror:
             def do_GET(self) -> None:
                 path = mirror.files.get(self.path)
                 if path is None:
-                    self.send_error(404)
+                    self.relay()
                     return
                 mirror.served.append(self.path)
                 data = path.read_bytes()
@@ -210,6 +219,26 @@ class Mirror:
                         self.wfile.write(data[start : start + step])
                         if slow:
                             time.sleep(0.2)
+
+            def relay(self) -> None:
+                if not self.path.startswith("/debian/"):
+                    self.send_error(404)
+                    return
+                url = mirror.upstream + self.path.removeprefix("/debian")
+                try:
+                    with urllib.request.urlopen(url, timeout=60) as response:
+                        status, data = response.status, response.read()
+                except urllib.error.HTTPError as e:
+                    self.send_error(e.code)
+                    return
+                except OSError:
+                    self.send_error(502)
+                    return
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(data)
 
             def log_message(self, *_args: object) -> None:
                 pass
@@ -271,7 +300,8 @@ def test_a_build_interrupted_at_each_boundary_resumes(tmp_path: Path, recipe: Pa
             if not cached.is_file():
                 pytest.skip(f"no cached {cached}")
             files[f"/debian/{dep.pool_path}"] = cached
-    mirror = Mirror(files, trickled=f"/debian/{source.pool_path}")
+    upstream = mirrors.debian_archive(plan_recipe(recipe).toolchain.mirror).url  # before the override
+    mirror = Mirror(files, trickled=f"/debian/{source.pool_path}", upstream=upstream)
     env = {"ORTDIST_DEBIAN_MIRROR": mirror.url}
     times: dict[str, float] = {}
     sysroots, sources_dir = cache / "sysroots", cache / "sources"

@@ -30,9 +30,13 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # reaches the handler, i.e. when cleanup would run.
 CHILD = textwrap.dedent(
     """
-    import sys
+    import signal, sys
     from pathlib import Path
     from ortdist import children, run
+
+    # Ctrl-C's handler as in a terminal, even where this test runs with SIGINT ignored (a shell's
+    # background job: Python keeps an inherited ignore).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     pidfile, shell = Path(sys.argv[1]), sys.argv[2]
     with children.signals_handled():

@@ -4,6 +4,7 @@ libstdcxx.py): the stub's symbols read from readelf, its sources, the root step 
 from __future__ import annotations
 
 import io
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from ortdist import run
 from ortdist.errors import RecipeError
 from ortdist.toolchains import load_toolchain
 from ortdist.toolchains.debian.libstdcxx import (
+    COMPAT_SOURCE,
     SELF_CHECK,
     Symbol,
     build_script,
@@ -113,7 +115,7 @@ def test_the_root_step_makes_the_stub_then_runs_the_self_check(
     log = io.StringIO()
     install_libstdcxx(spec, root, log, lambda r, argv: ["chroot", str(r), *argv])
     assert seen["argv"][:4] == ["chroot", str(root), "bash", "-euo"] and seen["argv"][-1] == build_script(spec)
-    assert seen["files"] == sorted(["stub.c", "stub.map", *SELF_CHECK])
+    assert seen["files"] == sorted(["stub.c", "stub.map", "compat.cc", *SELF_CHECK])
     assert "GLIBCXX_3.4.26" not in seen["map"] and "CXXABI_1.3.7 { };" in seen["map"]
     assert not (root / "tmp" / "ortdist-libstdcxx").exists()
     assert "a stub libstdc++.so.6 of 4 symbols (toolchains/openvino.toml [libstdcxx])" in log.getvalue()
@@ -127,6 +129,35 @@ def test_the_self_check_links_the_way_the_toolchain_links_and_fails_on_a_second_
     assert "-static-libstdc++ -Wl,-z,noexecstack /opt/ortdist-compiler/libstdcxx-shared/libstdc++.so.6" in script
     assert "UND _ZNSs4_Rep20_S_empty_rep_storageE" in script and "./main ./libours.so" in script
     assert "vendor_empty" in SELF_CHECK["vendor.cc"] and "RTLD_LOCAL" in SELF_CHECK["main.c"]
+    # The compat object: old-ABI strings whatever the toolchain's flags, on the check library's link
+    # line, and every newer string member of the archive's string-state members must be its own.
+    assert "-U_GLIBCXX_USE_CXX11_ABI -D_GLIBCXX_USE_CXX11_ABI=0" in script
+    assert "libstdc++.so.6 /opt/ortdist-compiler/libstdcxx-shared/libstdcxx-compat.o" in script
+    assert "comm -23 member.syms stub.syms | comm -23 - compat.syms" in script
+    assert "w.reserve()" in SELF_CHECK["ours.cc"] and "std::allocator<char>()" in SELF_CHECK["ours.cc"]
+
+
+def test_the_compat_object_defines_each_newer_string_member_for_both_string_types() -> None:
+    """GCC 11's newer members of the old ABI's string and wstring beside their state (read from its
+    libstdc++.a: reserve() and three allocator-extended constructors, complete and base object), all
+    hidden so no output exports them."""
+    names = re.findall(r"^DEFINE\((\w+),", COMPAT_SOURCE, re.M)
+    assert len(names) == len(set(names)) == 14
+    for prefix in ("_ZNSs", "_ZNSbIwSt11char_traitsIwESaIwEE"):
+        mine = [n for n in names if n.startswith(prefix)]
+        assert len(mine) == 7 and sum("7reserveEv" in n for n in mine) == 1
+        assert sum("C1E" in n for n in mine) == sum("C2E" in n for n in mine) == 3
+    assert 'visibility("hidden")' in COMPAT_SOURCE
+
+
+def test_a_new_stub_layout_makes_the_root_again(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Roots made before the compat object existed lack it: the layout is in the root's digest."""
+    from ortdist.toolchains import load
+
+    before, parent = load_toolchain(project, OPENVINO), load_toolchain(project, "portable-glibc2.17")
+    monkeypatch.setattr(load, "LIBSTDCXX_LAYOUT", "another")
+    assert load_toolchain(project, OPENVINO).root_digest != before.root_digest
+    assert load_toolchain(project, "portable-glibc2.17").root_digest == parent.root_digest  # no [libstdcxx]
 
 
 def test_a_toolchain_without_the_table_makes_no_stub(project: Path, tmp_path: Path) -> None:
@@ -151,13 +182,21 @@ def test_the_table_names_a_root_of_its_own(project: Path) -> None:
         ('GLIBCXX = "3.4.19"', 'GLIBCXX = "latest"', "libstdcxx.newest.GLIBCXX", "is not a libstdc++ symbol"),
         (
             'CMAKE_MODULE_LINKER_FLAGS = "-static-libstdc++ -Wl,-z,noexecstack {compiler}/libstdcxx-shared/'
-            'libstdc++.so.6"',
+            'libstdc++.so.6 {compiler}/libstdcxx-shared/libstdcxx-compat.o"',
             'CMAKE_MODULE_LINKER_FLAGS = "-static-libstdc++"',
             "cmake.CMAKE_MODULE_LINKER_FLAGS",
-            "does not link its stub",
+            "does not link {compiler}/libstdcxx-shared/libstdc++.so.6",
+        ),
+        (
+            'CMAKE_EXE_LINKER_FLAGS = "-static-libstdc++ -Wl,-z,noexecstack {compiler}/libstdcxx-shared/'
+            'libstdc++.so.6 {compiler}/libstdcxx-shared/libstdcxx-compat.o"',
+            'CMAKE_EXE_LINKER_FLAGS = "-static-libstdc++ -Wl,-z,noexecstack {compiler}/libstdcxx-shared/'
+            'libstdc++.so.6"',
+            "cmake.CMAKE_EXE_LINKER_FLAGS",
+            "does not link {compiler}/libstdcxx-shared/libstdcxx-compat.o",
         ),
     ],
-    ids=["no-compiler", "not-a-libstdcxx-family", "not-a-version", "a-link-without-the-stub"],
+    ids=["no-compiler", "not-a-libstdcxx-family", "not-a-version", "a-link-without-the-stub", "without-compat"],
 )
 def test_a_bad_libstdcxx_table_is_refused(
     project: Path, tmp_path: Path, old: str, new: str, key: str, message: str

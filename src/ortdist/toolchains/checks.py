@@ -11,7 +11,7 @@ from typing import Any
 from .. import registry
 from ..config import did_you_mean, dotted, where
 from ..errors import RecipeError
-from .spec import LIBSTDCXX_STUB, PinnedWheel, ToolchainFile
+from .spec import LIBSTDCXX_COMPAT, LIBSTDCXX_STUB, PinnedWheel, ToolchainFile
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _CPYTHON = re.compile(r"^3\.[0-9]{1,2}$")
@@ -123,15 +123,17 @@ def _check_libstdcxx(tc: ToolchainFile, path: Path, where_all: str) -> None:
                 where=where(str(path) + where_all, f"libstdcxx.newest.{family}"),
                 fix=f'name {" or ".join(_LIBSTDCXX_FAMILIES)} with a dotted version (GLIBCXX = "3.4.19")',
             )
-    stub = f"{{compiler}}/{LIBSTDCXX_STUB}"
-    for key in _LINKER_FLAGS:
-        if stub not in tc.cmake.get(key, "").split():
-            raise RecipeError(
-                f"[libstdcxx] is set but [cmake] {key} does not link its stub {stub}",
-                where=where(str(path) + where_all, f"cmake.{key}"),
-                fix=f"add {stub} to {key} (with -static-libstdc++: the stub's symbols come from the "
-                "system's libstdc++.so.6, the newer ones from GCC's static archive)",
-            )
+    for name in (LIBSTDCXX_STUB, LIBSTDCXX_COMPAT):
+        needed = f"{{compiler}}/{name}"
+        for key in _LINKER_FLAGS:
+            if needed not in tc.cmake.get(key, "").split():
+                raise RecipeError(
+                    f"[libstdcxx] is set but [cmake] {key} does not link {needed}",
+                    where=where(str(path) + where_all, f"cmake.{key}"),
+                    fix=f"add {{compiler}}/{LIBSTDCXX_STUB} and {{compiler}}/{LIBSTDCXX_COMPAT} to {key} (with "
+                    "-static-libstdc++: the stub's symbols come from the system's libstdc++.so.6, the newer "
+                    "string members from the compat object, the rest from GCC's static archive)",
+                )
 
 
 def check_file(tc: ToolchainFile, path: Path, where_all: str) -> None:

@@ -23,7 +23,7 @@ from ..config import (
 from ..errors import RecipeError
 from ..fsutil import sha256_file, sha256_text
 from .checks import check_compat, check_ep_switches, check_file
-from .spec import OtherPython, ToolchainFile, ToolchainSpec
+from .spec import LIBSTDCXX_LAYOUT, OtherPython, ToolchainFile, ToolchainSpec
 
 # Tables a child toolchain (``extends``) merges into its parent's, key by key; every other key it
 # sets replaces the parent's.
@@ -148,6 +148,8 @@ def _digests(data: dict[str, Any], files: list[Path], shims_dirs: tuple[Path, ..
     )
     root = {key: data.get(key) for key in (*_ROOT_KEYS, *_ROOT_KEYS_IF_SET) if key in data or key in _ROOT_KEYS}
     root["cross_host_packages"] = {t: c.get("host_packages", []) for t, c in data.get("cross", {}).items()}
+    if "libstdcxx" in data:
+        root["libstdcxx_layout"] = LIBSTDCXX_LAYOUT
     return digest, sha256_text(json.dumps(root, sort_keys=True))
 
 

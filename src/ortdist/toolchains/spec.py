@@ -113,6 +113,11 @@ class OpenMP:
 
 # Where a [libstdcxx] root has its stub libstdc++.so.6, under {compiler}: its [cmake] linker flags name it.
 LIBSTDCXX_STUB = "libstdcxx-shared/libstdc++.so.6"
+# ...and its object with GCC's newer COW-string members made of older ones (linked beside the stub).
+LIBSTDCXX_COMPAT = "libstdcxx-shared/libstdcxx-compat.o"
+# What the root's [libstdcxx] files are made of, in its digest: change it when libstdcxx.py makes
+# them differently, so roots made before are made again rather than linked against.
+LIBSTDCXX_LAYOUT = "stub+compat-2"
 
 
 @dataclass(frozen=True, kw_only=True)

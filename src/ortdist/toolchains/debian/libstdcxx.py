@@ -13,6 +13,13 @@ system's libstdc++.so.6 at run time, and only newer ones from the archive. The s
 the build root from the compiler's own libstdc++.so.6 (its dynamic symbol table), installed at
 {compiler}/libstdcxx-shared/ (spec.LIBSTDCXX_STUB), and proven by a self-check that reproduces the
 abort above without it.
+
+One archive member would still bring the string's state: the one instantiating the old ABI's
+string (GCC 11: cow-string-inst.o) also defines newer members (C++20's ``reserve()``, the
+allocator-extended copy and move constructors: GLIBCXX_3.4.23-29), and a call to one links the whole
+member, _S_empty_rep_storage included (seen: re2 and std::filesystem in ORT). So the compat object
+(spec.LIBSTDCXX_COMPAT, COMPAT_SOURCE) defines those members, hidden, from older ones the stub has;
+the root refuses a compiler whose string members it does not all cover.
 """
 
 from __future__ import annotations
@@ -26,8 +33,9 @@ from typing import TextIO
 
 from ... import run
 from ...errors import ToolchainError
+from ...fsutil import remove_tree
 from ...paths import IN_ROOT_COMPILER, in_root
-from ..spec import LIBSTDCXX_STUB, ToolchainSpec
+from ..spec import LIBSTDCXX_COMPAT, LIBSTDCXX_STUB, ToolchainSpec
 
 WORK = Path("/tmp/ortdist-libstdcxx")  # in the root, removed once the stub is installed
 # A versioned name in `readelf --dyn-syms -W`: name@@VERSION (the default) or name@VERSION.
@@ -137,6 +145,7 @@ def install_libstdcxx(spec: ToolchainSpec, root: Path, log: TextIO, wrap: Wrap) 
     source, script = stub_sources(symbols)
     (work / "stub.c").write_text(source)
     (work / "stub.map").write_text(script)
+    (work / "compat.cc").write_text(COMPAT_SOURCE)
     for name, text in SELF_CHECK.items():
         (work / name).write_text(text)
     print(
@@ -148,19 +157,63 @@ def install_libstdcxx(spec: ToolchainSpec, root: Path, log: TextIO, wrap: Wrap) 
         error=ToolchainError,
         what=f"making and checking the shared-libstdc++ stub ({what})",
     )
-    for path in sorted(work.iterdir()):
-        path.unlink()
-    work.rmdir()
+    remove_tree(work)
 
+
+# GCC's newer members of the old ABI's strings (what its archive member with the strings' state
+# defines beyond GLIBCXX_3.4.19), each made of older ones: reserve() asks reserve(0) (the old
+# shrink request); with std::allocator the allocator-extended constructors are the plain ones.
+COMPAT_SOURCE = """\
+#include <new>
+#include <string>
+#include <utility>
+
+namespace {
+template <class S> void reserve(S* self) { self->reserve(0); }
+template <class S> void copy(S* self, const S& s, const typename S::allocator_type&) { new (self) S(s); }
+template <class S> void move(S* self, S&& s, const typename S::allocator_type&) { new (self) S(std::move(s)); }
+template <class S> void tail(S* self, const S& s, typename S::size_type pos, const typename S::allocator_type& a) {
+  new (self) S(s, pos, S::npos, a);
+}
+}  // namespace
+
+#define DEFINE(name, helper, S, params, args) \\
+  extern "C" __attribute__((visibility("hidden"))) void name params __asm__(#name); \\
+  extern "C" void name params { helper<S> args; }
+
+using C = std::string;
+using W = std::wstring;
+using CA = C::allocator_type;
+using WA = W::allocator_type;
+using N = std::size_t;
+DEFINE(_ZNSs7reserveEv, reserve, C, (C* t), (t))
+DEFINE(_ZNSsC1ERKSsRKSaIcE, copy, C, (C* t, const C& s, const CA& a), (t, s, a))
+DEFINE(_ZNSsC2ERKSsRKSaIcE, copy, C, (C* t, const C& s, const CA& a), (t, s, a))
+DEFINE(_ZNSsC1EOSsRKSaIcE, move, C, (C* t, C&& s, const CA& a), (t, std::move(s), a))
+DEFINE(_ZNSsC2EOSsRKSaIcE, move, C, (C* t, C&& s, const CA& a), (t, std::move(s), a))
+DEFINE(_ZNSsC1ERKSsmRKSaIcE, tail, C, (C* t, const C& s, N p, const CA& a), (t, s, p, a))
+DEFINE(_ZNSsC2ERKSsmRKSaIcE, tail, C, (C* t, const C& s, N p, const CA& a), (t, s, p, a))
+DEFINE(_ZNSbIwSt11char_traitsIwESaIwEE7reserveEv, reserve, W, (W* t), (t))
+DEFINE(_ZNSbIwSt11char_traitsIwESaIwEEC1ERKS2_RKS1_, copy, W, (W* t, const W& s, const WA& a), (t, s, a))
+DEFINE(_ZNSbIwSt11char_traitsIwESaIwEEC2ERKS2_RKS1_, copy, W, (W* t, const W& s, const WA& a), (t, s, a))
+DEFINE(_ZNSbIwSt11char_traitsIwESaIwEEC1EOS2_RKS1_, move, W, (W* t, W&& s, const WA& a), (t, std::move(s), a))
+DEFINE(_ZNSbIwSt11char_traitsIwESaIwEEC2EOS2_RKS1_, move, W, (W* t, W&& s, const WA& a), (t, std::move(s), a))
+DEFINE(_ZNSbIwSt11char_traitsIwESaIwEEC1ERKS2_mRKS1_, tail, W, (W* t, const W& s, N p, const WA& a), (t, s, p, a))
+DEFINE(_ZNSbIwSt11char_traitsIwESaIwEEC2ERKS2_mRKS1_, tail, W, (W* t, const W& s, N p, const WA& a), (t, s, p, a))
+"""
 
 # The self-check: "vendor" links the real libstdc++.so.6 (as OpenVINO's libraries do) and hands out
 # empty strings; "ours" is linked the way the toolchain links its outputs; "main" dlopens ours.
 SELF_CHECK = {
     "vendor.cc": "#include <string>\nstd::string vendor_empty() { return std::string(); }\n",
+    # Besides the vendor's empty strings, newer string members (the compat object's): none may
+    # bring the archive's string state in.
     "ours.cc": (
         "#include <string>\nstd::string vendor_empty();\n"
         'extern "C" int ours() { int n = 0; for (int i = 0; i < 3; ++i) { std::string s = vendor_empty(); '
-        "s += 'x'; n += (int)s.size(); } return n; }\n"
+        "s += 'x'; n += (int)s.size(); }\n"
+        "  std::string t(std::string(\"ab\"), 1, std::allocator<char>()); std::wstring w(2, L'x'); w.reserve();\n"
+        "  return n + (int)t.size() + (int)w.size() - 3; }\n"
     ),
     "main.c": (
         "#include <dlfcn.h>\n#include <stdio.h>\nint main(int argc, char **argv) {\n"
@@ -177,19 +230,37 @@ def build_script(spec: ToolchainSpec) -> str:
     cc, cxx = in_root(cmake["CMAKE_C_COMPILER"]), in_root(cmake["CMAKE_CXX_COMPILER"])
     cxxflags = in_root(cmake.get("CMAKE_CXX_FLAGS", ""))
     ldflags = in_root(cmake.get("CMAKE_SHARED_LINKER_FLAGS", ""))
-    stub = IN_ROOT_COMPILER / LIBSTDCXX_STUB
+    stub, compat = IN_ROOT_COMPILER / LIBSTDCXX_STUB, IN_ROOT_COMPILER / LIBSTDCXX_COMPAT
     return "\n".join(
         [
             f"cd {WORK}",
             f"mkdir -p {q(str(stub.parent))}",
             f"{q(cc)} -shared -fPIC -nostdlib -o {q(str(stub))} "
             "-Wl,-soname,libstdc++.so.6 -Wl,--version-script=stub.map stub.c",
+            # The old ABI's strings whatever the toolchain's default ABI: their members are named so.
+            f"{q(cxx)} {cxxflags} -U_GLIBCXX_USE_CXX11_ABI -D_GLIBCXX_USE_CXX11_ABI=0 -std=c++17 -O2 -fPIC "
+            f"-ffunction-sections -c compat.cc -o {q(str(compat))}",
+            # Every newer string member of the archive members holding the strings' state is the
+            # compat object's (a newer GCC may add some: the root is refused, naming them).
+            f'mkdir members && (cd members && ar x "$({q(cxx)} -print-file-name=libstdc++.a)")',
+            # (grep without -q: it reads nm's whole output, so pipefail never sees a SIGPIPE.)
+            "for m in members/*.o; do if nm --defined-only \"$m\" | grep ' _ZNS[sb].*_Rep20_S_empty_rep_storageE$' "
+            ">/dev/null; then nm --defined-only \"$m\" | awk '$2 ~ /^[TW]$/ {print $3}'; fi; done "
+            "| grep '^_ZNS[sb]' | sort -u > member.syms",
+            f"readelf --dyn-syms -W {q(str(stub))} | awk '{{print $8}}' | sed 's/@.*//' | sort -u > stub.syms",
+            f"nm --defined-only {q(str(compat))} | awk '{{print $3}}' | sort -u > compat.syms",
+            "test -s member.syms || { echo 'found no libstdc++.a member with the strings state' >&2; exit 1; }",
+            "missing=$(comm -23 member.syms stub.syms | comm -23 - compat.syms)",
+            'if [ -n "$missing" ]; then echo "libstdc++.a has newer string members beside the string state '
+            'that the compat object lacks (a call to one would link a second copy of that state): $missing" >&2; '
+            "exit 1; fi",
             # The vendor library: the real libstdc++.so.6, shared, as a system's libraries link it.
             f"{q(cxx)} {cxxflags} -O2 -fPIC -shared -o libvendor.so vendor.cc",
             f"{q(cxx)} {cxxflags} -O2 -fPIC -shared -o libours.so ours.cc -L. -lvendor -Wl,-rpath,{WORK} {ldflags}",
             f"{q(cc)} -o main main.c -ldl",
             "if ! readelf -sW --dyn-syms libours.so | grep -q 'UND _ZNSs4_Rep20_S_empty_rep_storageE'; then",
-            "  echo 'the check library has its own copy of the empty string: the stub was not linked' >&2; exit 1",
+            "  echo 'the check library has its own copy of the empty string: the stub or the compat object was not "
+            "linked' >&2; exit 1",
             "fi",
             "./main ./libours.so || { echo 'an empty string from a shared-libstdc++ library crashed the check "
             "library (two libstdc++ copies)' >&2; exit 1; }",
