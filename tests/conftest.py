@@ -486,8 +486,11 @@ def pypi_reachable() -> bool:
     return True
 
 
-def _download_official_wheel(dest: Path, python: str | None = None, arch: str = "x86_64") -> Path:
-    """PyPI's onnxruntime 1.21.0 wheel (the control) for ``python`` (default: the running one) on ``arch``."""
+def _download_official_wheel(
+    dest: Path, python: str | None = None, arch: str = "x86_64", distribution: str = "onnxruntime"
+) -> Path:
+    """PyPI's ``distribution`` 1.21.0 wheel (the control: onnxruntime, or an EP's package such as
+    onnxruntime-openvino) for ``python`` (default: the running one) on ``arch``."""
     if not pypi_reachable():
         pytest.skip("offline: pip's index is unreachable, and the test needs PyPI's onnxruntime wheel")
     target = ["--python-version", python, "--platform", f"manylinux_2_28_{arch}"] if python else []
@@ -501,13 +504,13 @@ def _download_official_wheel(dest: Path, python: str | None = None, arch: str = 
             "--no-deps",
             "--only-binary=:all:",
             *target,
-            "onnxruntime==1.21.0",
+            f"{distribution}==1.21.0",
             "-d",
             str(dest),
         ],
         check=True,
     )
-    (wheel,) = dest.glob("onnxruntime-1.21.0-*.whl")
+    (wheel,) = dest.glob(f"{distribution.replace('-', '_')}-1.21.0-*.whl")
     return wheel
 
 

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 
 from ortdist.checks import elf
+from ortdist.fsutil import sha256_file
+from ortdist.registry import pypi_wheels
 from ortdist.smoke.models import BUILDERS
 from ortdist.smoke.run_suite import smoke_wheel
 from ortdist.smoke.suite import expectations
@@ -48,10 +50,8 @@ class EpCase:
     toolchain: str
     glibc: tuple[int, int]  # the wheels' manylinux tag
     pythons: tuple[str, ...]
-
-    @property
-    def portable(self) -> bool:
-        return self.toolchain.startswith("portable-glibc2.17")
+    portable: bool = True  # every ELF within the toolchain's promise; the compat roots run it
+    pypi: str = ""  # PyPI's package of the same EP: the node-test baseline for every Python
 
 
 CASES = [
@@ -82,6 +82,24 @@ CASES = [
         (2, 17),
         EVERY_PYTHON,
     ),
+    # OpenVINO's runtime for device CPU carried beside the provider library (toolchains/openvino.toml
+    # [ep_bundle]), libstdc++ linked shared: the promise names libstdc++.so.6 and libgcc_s.so.1.
+    EpCase(
+        "openvino-linux",
+        ("OpenVINOExecutionProvider",),
+        "onnxruntime_openvino",
+        (
+            "onnxruntime/capi/libonnxruntime_providers_openvino.so",
+            "onnxruntime/capi/libopenvino.so.2500",
+            "onnxruntime/capi/libopenvino_onnx_frontend.so.2500",
+            "onnxruntime/capi/libopenvino_intel_cpu_plugin.so",
+            "onnxruntime/capi/libtbb.so.12",
+        ),
+        "openvino",
+        (2, 17),
+        EVERY_PYTHON,
+        pypi="onnxruntime-openvino",
+    ),
 ]
 
 
@@ -110,6 +128,16 @@ def built(
     tmp_path_factory: pytest.TempPathFactory,
     ci_python: Callable[[str], tuple[str, ...] | None],
 ) -> Built:
+    return _build(request.param, tmp_path_factory, ci_python(request.param.recipe))
+
+
+@pytest.fixture(scope="module", params=_params([c for c in CASES if c.pypi]))
+def built_with_counterpart(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    ci_python: Callable[[str], tuple[str, ...] | None],
+) -> Built:
+    """The recipes whose EP PyPI publishes a package of (onnxruntime-openvino)."""
     return _build(request.param, tmp_path_factory, ci_python(request.param.recipe))
 
 
@@ -191,3 +219,43 @@ def test_smoke_suite_proves_nodes_ran_on_the_ep(built: Built, tmp_path: Path) ->
         # Proof, not a pass by default: every placement model of the EP put nodes on the EP.
         placed = {name: on_ep[name].share for name in table[provider].placement_models}
         assert all(share > 0 for share in placed.values()), (provider, placed)
+
+
+def test_node_tests_match_pypis_package_of_the_ep_for_every_python(
+    built_with_counterpart: Built,
+    tmp_path_factory: pytest.TempPathFactory,
+    download_official_wheel: Callable[..., Path],
+) -> None:
+    """ONNX's node tests on the CPU EP and the EP, each wheel of ours against PyPI's package of the
+    same Python (its pinned sha256 checked) as the baseline: no test PyPI's passes fails on ours.
+    A Python PyPI's package lacks (cp314) is held to ours of the newest one it has."""
+    case, out, manifest = built_with_counterpart
+    toolchain = make_toolchain(load_toolchain(PROJECT, case.toolchain))
+    pinned = {w.file: w for w in pypi_wheels()}
+    ours = {a["python"]: out / a["path"] for a in wheels(manifest)}
+    outcomes: dict[str, dict[str, Any]] = {}
+    results = {}
+    for python in sorted(ours, key=lambda v: tuple(int(p) for p in v.split("."))):
+        tag = f"cp{python.replace('.', '')}"
+        official = next((f for f in pinned if f.startswith(f"{case.pypi.replace('-', '_')}-1.21.0-{tag}-")), None)
+        if official is not None:
+            wheel = download_official_wheel(tmp_path_factory.mktemp(f"pypi-{tag}"), python, distribution=case.pypi)
+            assert wheel.name == official and sha256_file(wheel) == pinned[official].sha256, wheel.name
+            theirs, _ = smoke_wheel(wheel, tmp_path_factory.mktemp(f"base-{tag}"), scratch_cache(), toolchain)
+            assert set(case.providers) <= set(theirs["node_tests"]), theirs["node_tests"].keys()
+            outcomes[python] = theirs
+        baseline = outcomes[python] if python in outcomes else outcomes[max(outcomes, key=lambda v: float(v))]
+        report, _ = smoke_wheel(
+            ours[python],
+            tmp_path_factory.mktemp(f"ours-{tag}"),
+            scratch_cache(),
+            toolchain,
+            baseline=baseline["node_test_outcomes"],
+        )
+        results[python] = {
+            p: (report["node_tests"][p]["passed"], baseline["node_tests"][p]["passed"])
+            for p in ("CPUExecutionProvider", *case.providers)
+        }
+        print(f"{case.recipe} cp{python}: node tests passed (ours, PyPI's): {results[python]}")
+        assert report["regressions"] == {p: [] for p in ("CPUExecutionProvider", *case.providers)}, python
+    assert set(results) == set(case.pythons) and len(outcomes) >= 1

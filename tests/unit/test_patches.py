@@ -104,13 +104,14 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 16)]
+    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 17)]
     assert [p.eps for p in patches if p.eps] == [
         ("cuda", "tensorrt"),
         ("xnnpack",),
         ("cuda", "tensorrt"),
         ("dnnl",),
         ("cuda", "tensorrt"),
+        ("openvino",),
     ]
     assert [p.features for p in patches if p.features] == [
         ("fp16_and_nbit_kernels",),
@@ -121,6 +122,8 @@ def test_project_series_is_well_formed(project: Path) -> None:
     # A patch to one EP's code reaches only the builds with that EP.
     assert "0007" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "dnnl"])}
     assert "0011" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "xnnpack"])}
+    assert "0016" in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "openvino"])}
+    assert "0016" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu"])}
     for patch in patches:
         text = patch.path.read_text()
         assert text.startswith("Subject: ")
