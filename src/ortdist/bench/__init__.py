@@ -2,4 +2,4 @@
 
 # The parts `ortdist bench --only PART` re-measures, in the order a full run measures them; here,
 # not in run.py, so the command line lists them without importing the benchmark.
-PARTS = ("build", "rebuild", "size", "inference", "models", "smoke", "slim", "web", "cuda")
+PARTS = ("build", "rebuild", "size", "inference", "models", "smoke", "slim", "web", "cuda", "ep")

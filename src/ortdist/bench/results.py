@@ -214,7 +214,50 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{_ratio(ours[name], stock[name])} |"
             )
     lines += cuda_rows(results.get("cuda") or {})
+    lines += ep_rows(results.get("ep") or {})
     return "\n".join(lines) + "\n"
+
+
+def _ms(cell: dict[str, Any], who: str) -> str:
+    value = cell.get(f"{who}_ms")
+    return f"{value:,.1f}" if value is not None else "failed"
+
+
+def ep_rows(ep: dict[str, Any]) -> list[str]:
+    """The EP part (ep.py): each real-size model's latency on the EP, on our CPU EP and on PyPI's
+    package of the EP, at each thread count, and the wheels' sizes."""
+    if not ep:
+        return []
+    provider = ep["provider"].removesuffix("ExecutionProvider")
+    lines = [
+        "",
+        f"## {provider} EP: {ep['recipe']} against our CPU EP and PyPI's {ep['wheels']['pypi']} "
+        f"(CPython {ep['python']}, median of {ep['rounds']} rounds of {ep['runs']} runs)",
+        "",
+        f"| model | threads | ours on {provider} ms | ours on CPU ms | PyPI's on {provider} ms | "
+        f"{provider} vs CPU | ours vs PyPI's | sessions' EPs (ours, PyPI's) | max diff vs CPU, vs PyPI's |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for name, row in ep["models"].items():
+        eps = ", ".join(
+            "+".join(p.removesuffix("ExecutionProvider") for p in row["sessions"][w]) or "-"
+            for w in ("ours-ep", "pypi-ep")
+        )
+        diffs = (
+            f"{row.get('max_diff_vs_ours-cpu', float('nan')):.2g}, {row.get('max_diff_vs_pypi-ep', float('nan')):.2g}"
+        )
+        for threads in ("1", "2"):
+            cell = row[threads]
+            lines.append(
+                f"| {name} | {threads} | {_ms(cell, 'ours-ep')} | {_ms(cell, 'ours-cpu')} | {_ms(cell, 'pypi-ep')} | "
+                f"{_ratio(cell.get('ours-ep_ms'), cell.get('ours-cpu_ms'))} | "
+                f"{_ratio(cell.get('ours-ep_ms'), cell.get('pypi-ep_ms'))} | {eps} | {diffs} |"
+            )
+        for who, error in row["errors"].items():
+            lines.append(f"| {name} | - | {who} failed: {error[:200]} | | | | | | |")
+    ours, pypi = ep["bytes"]["ours"], ep["bytes"]["pypi"]
+    lines += ["", f"Wheels: ours {ours:,} B, PyPI's {pypi:,} B ({_ratio(ours, pypi)})."]
+    return lines
 
 
 def cuda_rows(cuda: dict[str, Any]) -> list[str]:

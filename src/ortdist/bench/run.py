@@ -5,7 +5,7 @@ on the same patched source, in the same sysroot, with the same CMake defines; th
 rebuild and a one-file-change rebuild of each. Size: our wheel and its native libraries against
 PyPI's onnxruntime 1.21.0 for the same Python. Inference: median latency of each reference model
 with our wheel and PyPI's, each in its own process, alternating which goes first, plus the max
-difference between their outputs. Smoke: wall time of the full suite per wheel.
+difference between their outputs. Smoke: wall time of the full suite per wheel. EP: ep.py.
 
 Results land in dist/bench/results.json and results.md as they are measured, so an interrupted
 run keeps what it had and ``--only`` re-measures a part.
@@ -35,7 +35,7 @@ from ..pipeline import Layout, Roots
 from ..project import plan_for
 from ..toolchains import Bind, Toolchain, make_toolchain
 from ..wheelhouse import pip_download_argv
-from . import PARTS, cuda
+from . import PARTS, cuda, ep
 from . import results as tables
 from .buildpy import buildpy_argv
 from .results import SLIM_COMPARED_WITH, SLIM_RECIPE, WEB_RECIPE, markdown, max_output_diff, native_sizes
@@ -319,9 +319,10 @@ class Bench:
         return realsize.on_disk(self.work / "realsize" / REALSIZE_VERSION)
 
     def latency_run(
-        self, who: str, wheel: Path, models: dict[str, tuple[Path, Path, str]], plan: dict[str, Any]
+        self, who: str, wheel: Path, models: dict[str, tuple[Path, Path, str]], plan: dict[str, Any], **case: Any
     ) -> dict[str, Any]:
-        """latency.py over every model in ``wheel``'s own environment (host venv or clean root)."""
+        """latency.py over every model in ``wheel``'s own environment (host venv or clean root);
+        ``case``: what each model's case adds (``providers``: the EPs a session gets, default CPU)."""
         from ..smoke import env
         from ..smoke.run_suite import where_to_run
         from ..smoke.wheelinfo import read_wheel
@@ -338,7 +339,7 @@ class Bench:
             os.link(model, workdir / "models" / name / "model.onnx")  # same file system: no 500 MB copies
             os.link(inputs, workdir / "models" / name / "inputs.npz")
             seen = visible / "models" / name
-            cases.append({"name": name, "model": str(seen / "model.onnx"), "inputs": str(seen / "inputs.npz")})
+            cases.append({"name": name, "model": str(seen / "model.onnx"), "inputs": str(seen / "inputs.npz"), **case})
         (workdir / "plan.json").write_text(json.dumps({**plan, "models": cases}), encoding="utf-8")
         shutil.copyfile(Path(__file__).with_name("latency.py"), workdir / "latency.py")
         smoke = Path(__file__).parents[1] / "smoke"
@@ -442,7 +443,8 @@ def run_bench(project: Path, recipe: str, jobs: int, only: list[str]) -> Path:
 
         bench.step("build", rebuild)
     for part in PARTS[2:]:  # after build and rebuild, each by its measure_<part> method
-        # The CUDA compile's cost is a CUDA recipe's alone: left out of a full run of another.
-        if part in wanted and (part != "cuda" or only or bench.plan.builds_cuda):
+        # A CUDA recipe's compile cost, a CPU EP's latency (ep.py): left out of a full run of another.
+        measured = {"cuda": bench.plan.builds_cuda, "ep": ep.cpu_eps([p.provider for p in bench.plan.providers])}
+        if part in wanted and (only or measured.get(part, True)):
             bench.step(part, getattr(bench, f"measure_{part}"))
     return bench.out / "results.md"

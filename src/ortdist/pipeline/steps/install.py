@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TextIO
+
 from ... import sbom
 from ...checks import elf
 from ...errors import PackageError
@@ -12,6 +15,30 @@ from ..context import BuildContext
 from ..sboms import SBOM_IN_ARCHIVE, sbom_inputs
 from ..state import BuildState, CLibrary
 from ..step import StepDef
+from ..vendor import copy_ep_bundle
+
+
+def carry_ep_bundle(ctx: BuildContext, state: BuildState, lib: Path, log: TextIO) -> None:
+    """The vendor runtime an EP loads ([ep_bundle]) beside its provider library in lib/, whose
+    RUNPATH becomes $ORIGIN: a C program loading the provider finds it, as the wheel's does."""
+    if not ctx.plan.ep_bundle:
+        return
+    copy_ep_bundle(ctx, state, lib)
+    for ep in (ep for ep in ctx.plan.providers if ep.name in ctx.plan.ep_bundle):
+        library = lib / ep.provider_library
+        if not library.is_file():
+            raise PackageError(
+                f"the {ep.name} provider library {ep.provider_library} is not in the C library archive",
+                where=str(lib),
+                fix="check logs/install.log: cmake --install puts provider libraries in lib/",
+            )
+        inside = ctx.layout.work.inside / library.relative_to(ctx.layout.work.host)
+        ctx.runner.call(
+            ctx.in_root(state.roots, ["patchelf", "--set-rpath", "$ORIGIN", str(inside)]),
+            log=log,
+            error=PackageError,
+            what=f"setting the RUNPATH of {ep.provider_library} in the C library archive",
+        )
 
 
 def run(ctx: BuildContext, state: BuildState) -> CLibrary:
@@ -26,6 +53,7 @@ def run(ctx: BuildContext, state: BuildState) -> CLibrary:
             error=PackageError,
             what="cmake --install",
         )
+        carry_ep_bundle(ctx, state, install.host / "lib", log)
     files = sorted(p for p in install.host.rglob("*.so*") if p.is_file() and not p.is_symlink())
     libraries = [(str(p.relative_to(install.host)), p.read_bytes()) for p in files]
     check_no_executable_stack(libraries, "cmake --install")

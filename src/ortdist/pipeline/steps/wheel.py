@@ -16,34 +16,19 @@ from ... import binding
 from ...checks import cxx_state
 from ...errors import PackageError
 from ...fsutil import remove_tree
-from ...paths import IN_ROOT_COMPILER, IN_ROOT_EP_WHEELS, IN_ROOT_TOOLS_VENV
+from ...paths import IN_ROOT_COMPILER, IN_ROOT_TOOLS_VENV
 from ...toolchains.spec import LIBSTDCXX_STUB
 from ...wheel import assemble, derive, record, repair
 from ..context import BuildContext
 from ..state import Bindings, BuildState, Models, PerPython, Source, Wheels
 from ..step import StepDef
+from ..vendor import copy_ep_bundle
 
 
 def suffix(ctx: BuildContext, version: str) -> str:
     """Work-file suffix of a CPython version: none for the root's own (its paths stay as they
     were before several versions existed, so its wheel stays byte-identical)."""
     return "" if version == ctx.plan.python[0] else f"-{version}"
-
-
-def bundle_vendor_files(ctx: BuildContext, state: BuildState, stage: Path) -> None:
-    """Each [ep_bundle] file copied from the root's unpacked wheels into the package beside the
-    provider library, under its own name (its RUNPATH of $ORIGIN finds its neighbours)."""
-    capi = stage / assemble.CAPI_DIR
-    for ep, files in ctx.plan.ep_bundle.items():
-        for relative in files:
-            source = ctx.layout.host_path(str(IN_ROOT_EP_WHEELS / relative), state.roots)
-            if not source.is_file():
-                raise PackageError(
-                    f"[ep_bundle.{ep}] {relative} is not in the build root's unpacked wheels",
-                    where=str(source),
-                    fix=f"correct [ep_bundle.{ep}] in toolchains/{ctx.plan.toolchain.name}.toml (or the wheel pin)",
-                )
-            shutil.copy2(source, capi / Path(relative).name)
 
 
 def set_provider_runpaths(ctx: BuildContext, state: BuildState, stage: Path, sfx: str) -> None:
@@ -145,7 +130,7 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
     assemble.stage_package(ctx.layout.build.host / "onnxruntime", stage.host, plan, build_record)
     if sfx:  # the binding compiled for this version replaces the root Python's
         shutil.copyfile(state.get(Bindings).modules[version], stage.host / "onnxruntime" / "capi" / binding.MODULE)
-    bundle_vendor_files(ctx, state, stage.host)
+    copy_ep_bundle(ctx, state, stage.host / assemble.CAPI_DIR)
     set_provider_runpaths(ctx, state, stage.host, sfx)
     project = work / f"wheelproj{sfx}"
     assemble.write_project(project.host, plan, ctx.layout.source.host, str(stage.inside / "onnxruntime"))
