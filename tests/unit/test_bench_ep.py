@@ -78,3 +78,10 @@ def test_a_model_the_ep_fails_reads_failed_with_its_error(tmp_path: Path) -> Non
     result |= {"wheels": {"pypi": "p.whl"}, "bytes": {"ours": 1, "pypi": 1}, "models": {"bert": row}}
     text = "\n".join(ep_rows(result))
     assert "| bert | 1 | failed | 5.0 | failed | - | - |" in text and "ours-ep failed: RuntimeException: no" in text
+
+
+def test_every_part_after_the_builds_has_its_measure_method() -> None:
+    """run_bench calls measure_<part> for each part after build and rebuild (seen missing for ep)."""
+    from ortdist.bench.run import Bench
+
+    assert [p for p in PARTS[2:] if not callable(getattr(Bench, f"measure_{p}", None))] == []

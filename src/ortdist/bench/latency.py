@@ -3,8 +3,8 @@
 Copied next to its plan, with the smoke suite's runner.py and proof.py, and run there as
 ``python latency.py plan.json result.json``: it may import only the standard library, numpy, the
 onnxruntime under test and the runner, whose ``measure_latency`` times each model (with the
-case's ``providers``, default the CPU EP) and thread
-count in a fresh session (ORT's default graph optimizations, one inter-op thread, warm-up runs
+case's ``providers``, default the CPU EP, and ``threads_option``: an EP's own thread-count option)
+and thread count in a fresh session (ORT's default graph optimizations, one inter-op thread, warm-up runs
 discarded). The first thread count's outputs are saved to outputs/<model>.npz, so the two wheels'
 outputs can be compared.
 """
@@ -31,8 +31,15 @@ def main(plan_path: str, result_path: str) -> int:
         inputs = {name: data[name] for name in data.files}
         options = ort.SessionOptions()
         options.intra_op_num_threads = plan["threads"][0]
+
+        def at(providers: list[str], threads: int, case: dict[str, Any] = case) -> list[Any]:
+            """The providers with an EP's own thread-count option set (an EP with its own thread
+            pool ignores intra_op_num_threads): ``case["threads_option"]`` names it per EP."""
+            named = case.get("threads_option", {})
+            return [(p, {named[p]: str(threads)}) if p in named else p for p in providers]
+
         try:
-            session = ort.InferenceSession(case["model"], options, providers=providers)
+            session = ort.InferenceSession(case["model"], options, providers=at(providers, plan["threads"][0]))
             # What the session registered: an EP that failed to start is missing here (ORT fell back).
             result["session_providers"][case["name"]] = session.get_providers()
             names = [o.name for o in session.get_outputs()]
@@ -40,7 +47,7 @@ def main(plan_path: str, result_path: str) -> int:
             del session
             timing = {"warmup": plan["warmup"], "runs": plan["runs"]}
             result["models"][case["name"]] = {
-                str(t): measure_latency(ort, case["model"], providers, inputs, names, {**timing, "threads": t})
+                str(t): measure_latency(ort, case["model"], at(providers, t), inputs, names, {**timing, "threads": t})
                 for t in plan["threads"]
             }
         except Exception as exc:  # ORT's own errors: one model's failure is that row's result

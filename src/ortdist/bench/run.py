@@ -1,14 +1,11 @@
 """`ortdist bench` / `nox -s bench`: every claim as a number, measured side by side in one run.
 
-Build: our cold build (empty compiler cache, fresh tree) against ORT's own tools/ci_build/build.py
-on the same patched source, in the same sysroot, with the same CMake defines; then a no-op
-rebuild and a one-file-change rebuild of each. Size: our wheel and its native libraries against
-PyPI's onnxruntime 1.21.0 for the same Python. Inference: median latency of each reference model
-with our wheel and PyPI's, each in its own process, alternating which goes first, plus the max
-difference between their outputs. Smoke: wall time of the full suite per wheel. EP: ep.py.
-
-Results land in dist/bench/results.json and results.md as they are measured, so an interrupted
-run keeps what it had and ``--only`` re-measures a part.
+Build: our cold build (empty compiler cache, fresh tree) against ORT's build.py on the same
+patched source, sysroot and CMake defines; then a no-op and a one-file-change rebuild of each.
+Size: our wheel's native libraries against PyPI's onnxruntime 1.21.0 for the same Python.
+Inference: median latency of each reference model, ours and PyPI's in their own processes,
+alternating order, and their outputs' max difference. Smoke: the full suite's wall time. EP: ep.py.
+Results land in dist/bench/results.{json,md} as measured; ``--only`` re-measures a part.
 """
 
 from __future__ import annotations
@@ -429,6 +426,9 @@ class Bench:
             report, _ = smoke_wheel(wheel, self.work / "smoke-full" / who, self.cache, self.toolchain)
             times[who] = {"seconds": time.monotonic() - start, "passed": report["passed"]}
         return times
+
+    def measure_ep(self) -> dict[str, Any]:
+        return ep.measure(self)
 
 
 def run_bench(project: Path, recipe: str, jobs: int, only: list[str]) -> Path:
