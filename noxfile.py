@@ -29,6 +29,8 @@ CIBUILDWHEEL = "cibuildwheel==4.2.1"
 # htpasswd auth, so credentials travel the way they do to a real index).
 TWINE = "twine==7.0.0"
 PYPISERVER = "pypiserver[passlib]==2.4.2"
+# Behind a team's mirrors: devpi-server is the PyPI mirror tests/integration/test_mirrors.py starts.
+DEVPI = "devpi-server==6.20.3"
 # A shared compiler cache: the tests serve sccache's WebDAV backend from a real WsgiDAV on 127.0.0.1.
 WSGIDAV = ("wsgidav==4.4.0", "cheroot==11.1.2")
 
@@ -68,7 +70,7 @@ def tests(session: nox.Session) -> None:
 
     Under CI (``CI`` set) an integration test that would skip fails instead (tests/conftest.py)."""
     _install_ortdist(session)
-    session.install(PYTEST, RUFF, MYPY, ORT_CONTROL, ACTIONLINT, CIBUILDWHEEL, TWINE, PYPISERVER, *WSGIDAV)
+    session.install(PYTEST, RUFF, MYPY, ORT_CONTROL, ACTIONLINT, CIBUILDWHEEL, TWINE, PYPISERVER, DEVPI, *WSGIDAV)
     session.run("ruff", "check", "src", "tests", "noxfile.py", "nox")
     session.run("ruff", "format", "--check", "src", "tests", "noxfile.py", "nox")
     session.run("mypy")
