@@ -29,7 +29,7 @@ CIBUILDWHEEL = "cibuildwheel==4.2.1"
 # htpasswd auth, so credentials travel the way they do to a real index).
 TWINE = "twine==7.0.0"
 PYPISERVER = "pypiserver[passlib]==2.4.2"
-# Behind a team's mirrors: devpi-server is the PyPI mirror tests/integration/test_mirrors.py starts.
+# Behind a team's mirrors: devpi-server is the PyPI mirror tests/integration/test_behind_mirrors.py starts.
 DEVPI = "devpi-server==6.20.3"
 # A shared compiler cache: the tests serve sccache's WebDAV backend from a real WsgiDAV on 127.0.0.1.
 WSGIDAV = ("wsgidav==4.4.0", "cheroot==11.1.2")
