@@ -95,6 +95,9 @@ class ExecutionProvider:
     pip_library_dirs: tuple[str, ...] = ()
     # reduce_op_kernels.py's switch for this EP's own kernel registrations (reduced builds).
     reduce_flag: str = ""
+    # The EP's own thread-count provider option, where its thread pool ignores the session's
+    # intra_op_num_threads (the bench sets it so "same threads" holds).
+    threads_option: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -85,3 +85,12 @@ def test_every_part_after_the_builds_has_its_measure_method() -> None:
     from ortdist.bench.run import Bench
 
     assert [p for p in PARTS[2:] if not callable(getattr(Bench, f"measure_{p}", None))] == []
+
+
+def test_an_eps_own_thread_option_is_registry_data() -> None:
+    """OpenVINO ignores intra_op_num_threads: its own option (providers.toml) sets the bench's threads."""
+    from ortdist.registry import providers
+
+    table = providers()
+    assert table["openvino"].threads_option == "num_of_threads"
+    assert [name for name, ep in table.items() if ep.threads_option] == ["openvino"]

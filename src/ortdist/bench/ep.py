@@ -24,9 +24,6 @@ from ..wheelhouse import pip_download_argv
 from .results import max_output_diff
 
 CPU = "CPUExecutionProvider"
-# An EP with its own thread pool ignores the session's intra_op_num_threads; its own option sets it,
-# so "same threads" holds (measured: OpenVINO took 46.9 ms on ResNet-50 at 1 and at 2 threads).
-THREADS_OPTION = {"OpenVINOExecutionProvider": "num_of_threads"}
 # Who runs what: ours on [EP, CPU] as a user calls it, ours on the CPU EP alone, PyPI's on [EP, CPU].
 WHO = ("pypi-ep", "ours-ep", "ours-cpu")
 
@@ -95,6 +92,8 @@ def measure(bench: Bench, rounds: int = 4, runs: int = 10, warmup: int = 3) -> d
         raise CheckError(f"{theirs.name} is not the file data/pypi_wheels.toml pins", where=str(theirs))
     runners = {"pypi-ep": (theirs, [provider, CPU]), "ours-ep": (wheels[python], [provider, CPU])}
     runners["ours-cpu"] = (wheels[python], [CPU])
+    # An EP with its own thread pool gets its own thread-count option (providers.toml threads_option).
+    threads_option = {ep.provider: ep.threads_option for ep in bench.plan.providers if ep.threads_option}
     models = bench.real_models()
     plan = {"threads": [1, 2], "runs": runs, "warmup": warmup, "record_errors": True}
     medians: dict[str, dict[str, dict[str, list[float]]]] = {who: {} for who in WHO}
@@ -103,7 +102,7 @@ def measure(bench: Bench, rounds: int = 4, runs: int = 10, warmup: int = 3) -> d
     for r in range(rounds):
         for who in WHO if r % 2 == 0 else tuple(reversed(WHO)):
             wheel, providers = runners[who]
-            options = {p: THREADS_OPTION[p] for p in providers if p in THREADS_OPTION}
+            options = {p: threads_option[p] for p in providers if p in threads_option}
             result = bench.latency_run(who, wheel, models, plan, providers=providers, threads_option=options)
             sessions[who], errors[who] = result["session_providers"], result["errors"]
             for name, by_threads in result["models"].items():

@@ -17,6 +17,12 @@ from typing import Any
 from runner import measure_latency  # copied beside this script: ortdist/smoke/runner.py
 
 
+def at(providers: list[str], named: dict[str, str], threads: int) -> list[Any]:
+    """The providers with an EP's own thread-count option set (``named``: EP -> option), for an
+    EP whose thread pool ignores intra_op_num_threads."""
+    return [(p, {named[p]: str(threads)}) if p in named else p for p in providers]
+
+
 def main(plan_path: str, result_path: str) -> int:
     import numpy as np
     import onnxruntime as ort
@@ -29,17 +35,12 @@ def main(plan_path: str, result_path: str) -> int:
         providers = case.get("providers", ["CPUExecutionProvider"])
         data = np.load(case["inputs"])
         inputs = {name: data[name] for name in data.files}
+        named = case.get("threads_option", {})
         options = ort.SessionOptions()
         options.intra_op_num_threads = plan["threads"][0]
-
-        def at(providers: list[str], threads: int, case: dict[str, Any] = case) -> list[Any]:
-            """The providers with an EP's own thread-count option set (an EP with its own thread
-            pool ignores intra_op_num_threads): ``case["threads_option"]`` names it per EP."""
-            named = case.get("threads_option", {})
-            return [(p, {named[p]: str(threads)}) if p in named else p for p in providers]
-
         try:
-            session = ort.InferenceSession(case["model"], options, providers=at(providers, plan["threads"][0]))
+            first = at(providers, named, plan["threads"][0])
+            session = ort.InferenceSession(case["model"], options, providers=first)
             # What the session registered: an EP that failed to start is missing here (ORT fell back).
             result["session_providers"][case["name"]] = session.get_providers()
             names = [o.name for o in session.get_outputs()]
@@ -47,7 +48,9 @@ def main(plan_path: str, result_path: str) -> int:
             del session
             timing = {"warmup": plan["warmup"], "runs": plan["runs"]}
             result["models"][case["name"]] = {
-                str(t): measure_latency(ort, case["model"], at(providers, t), inputs, names, {**timing, "threads": t})
+                str(t): measure_latency(
+                    ort, case["model"], at(providers, named, t), inputs, names, {**timing, "threads": t}
+                )
                 for t in plan["threads"]
             }
         except Exception as exc:  # ORT's own errors: one model's failure is that row's result

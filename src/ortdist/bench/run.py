@@ -442,9 +442,9 @@ def run_bench(project: Path, recipe: str, jobs: int, only: list[str]) -> Path:
             return {**bench.results.get("build", {}), **bench.measure_rebuild()}
 
         bench.step("build", rebuild)
+    # A CUDA recipe's compile cost, a CPU EP's latency (ep.py): left out of a full run of another.
+    measured = {"cuda": bench.plan.builds_cuda, "ep": ep.cpu_eps([p.provider for p in bench.plan.providers])}
     for part in PARTS[2:]:  # after build and rebuild, each by its measure_<part> method
-        # A CUDA recipe's compile cost, a CPU EP's latency (ep.py): left out of a full run of another.
-        measured = {"cuda": bench.plan.builds_cuda, "ep": ep.cpu_eps([p.provider for p in bench.plan.providers])}
         if part in wanted and (only or measured.get(part, True)):
             bench.step(part, getattr(bench, f"measure_{part}"))
     return bench.out / "results.md"
