@@ -113,6 +113,7 @@ def test_a_c_program_of_ours_links_the_archive_alone(slim: tuple[Path, dict[str,
     with (tmp_path / "log.txt").open("w") as log:
         root = toolchain.ensure_build_root(cache, log)
         target_root = toolchain.ensure_target_root(cache, root, triple, log) if cross else None
+        clean = None if cross else toolchain.ensure_clean_root(cache, log)
     prefix = spec.tool_prefix(triple)
     work = tmp_path / "work"
     want = c_program_case(out, manifest, "static-library", work)
@@ -138,7 +139,7 @@ def test_a_c_program_of_ours_links_the_archive_alone(slim: tuple[Path, dict[str,
             binds=binds,
         )
     else:
-        clean = toolchain.ensure_clean_root(cache, log)
+        assert clean is not None
         run_argv = toolchain.wrap(clean, ["/t/prog", "/t/cnn.ort", "/t"], binds=binds)
     proc = subprocess.run(run_argv, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
