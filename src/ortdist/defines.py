@@ -166,6 +166,10 @@ def toolchain_define(toolchain: ToolchainSpec, table: str, key: str, value: str)
     return seen
 
 
+# Patch 0017's switch: the Python binding links libonnxruntime instead of the static libraries.
+PYBIND_USES_LIBRARY = "onnxruntime_PYBIND_USE_SHARED_LIB"
+
+
 def cmake_defines(
     recipe: Recipe,
     version: OrtVersion,
@@ -195,6 +199,11 @@ def cmake_defines(
         exceptions = "ON" if recipe.features.exceptions else "OFF"
         put("onnxruntime_ENABLE_WEBASSEMBLY_EXCEPTION_CATCHING", exceptions, "recipe [features] exceptions")
     put("onnxruntime_ENABLE_PYTHON", "ON" if recipe.wheel.enabled else "OFF", "recipe [wheel] enabled")
+    if recipe.wheel.enabled and not recipe.features.lto:
+        # One ONNX Runtime per wheel: the binding links the libonnxruntime shipped beside it (patch
+        # 0017) rather than a second static copy of the runtime. A link-time optimized build keeps
+        # PyPI's layout: there the binding is one whole-program optimization with the runtime.
+        put(PYBIND_USES_LIBRARY, "ON", "ortdist (one runtime per wheel)")
     put("onnxruntime_BUILD_UNIT_TESTS", "OFF", "ortdist")
     for key, value in feature_defines(recipe).items():
         put(key, value, "recipe [reduce]" if key == "onnxruntime_REDUCED_OPS_BUILD" else "recipe [features]")

@@ -104,7 +104,7 @@ def test_describe_failure_parses_gnu_patch_output() -> None:
 
 def test_project_series_is_well_formed(project: Path) -> None:
     patches = read_series(project / "patches" / "1.21.0")
-    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 17)]
+    assert [p.name[:4] for p in patches] == [f"{n:04d}" for n in range(1, 18)]
     assert [p.eps for p in patches if p.eps] == [
         ("cuda", "tensorrt"),
         ("xnnpack",),
@@ -118,7 +118,11 @@ def test_project_series_is_well_formed(project: Path) -> None:
         ("minimal_build",),
         ("int8_kernels",),
     ]
-    assert [p.targets for p in patches if p.targets] == [("aarch64-unknown-linux-gnu",), ("wasm32-unknown-emscripten",)]
+    assert [p.targets for p in patches if p.targets] == [
+        ("aarch64-unknown-linux-gnu",),
+        ("wasm32-unknown-emscripten",),
+        ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"),
+    ]
     # A patch to one EP's code reaches only the builds with that EP.
     assert "0007" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "dnnl"])}
     assert "0011" not in {p.name[:4] for p in read_series(project / "patches" / "1.21.0", eps=["cpu", "xnnpack"])}
@@ -157,6 +161,8 @@ def test_a_patch_for_one_target_applies_only_to_its_builds(project: Path) -> Non
     assert "0012" in names("slim-linux-aarch64") and "0012" not in names("slim-linux")
     # 0013 (Debian's emscripten): the WebAssembly recipe alone
     assert names("slim-wasm") - names("slim-linux") == {"0013"} and "0013" not in names("cpu-linux")
+    # 0017 (the binding links libonnxruntime): Linux wheel targets, not the WebAssembly module
+    assert "0017" in names("cpu-linux") and "0017" in names("cpu-linux-aarch64") and "0017" not in names("slim-wasm")
 
 
 def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:
@@ -164,12 +170,14 @@ def test_a_patch_for_one_ep_applies_only_to_its_builds(project: Path) -> None:
     cpu = [p.name for p in read_series(series, {"cpu"})]
     cuda = [p.name for p in read_series(series, {"cpu", "cuda"})]
     assert "0006-cuda-driver-wrapper-on-first-use.patch" not in cpu
-    assert cuda == [
-        *cpu,
-        "0006-cuda-driver-wrapper-on-first-use.patch",
-        "0009-cuda-13-cccl-3.patch",
-        "0015-cuda-whole-program-compilation-keeps-ptx.patch",
-    ]
+    assert cuda == sorted(
+        [
+            *cpu,
+            "0006-cuda-driver-wrapper-on-first-use.patch",
+            "0009-cuda-13-cccl-3.patch",
+            "0015-cuda-whole-program-compilation-keeps-ptx.patch",
+        ]
+    )
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from ortdist.toolchains import load_toolchain
 
 def plan_of(project: Path, recipe: Recipe, patches: tuple[Patch, ...] | None = None) -> BuildPlan:
     series = (
-        read_series(project / "patches" / "1.21.0", {"cpu", *recipe.execution_providers})
+        read_series(project / "patches" / "1.21.0", {"cpu", *recipe.execution_providers}, target=recipe.target)
         if patches is None
         else patches
     )
@@ -82,10 +82,13 @@ def test_cpu_linux_plan(project: Path) -> None:
         "0003-dnnl-use-installed-onednn.patch",
         "0004-dnnl-layernorm-keeps-its-input.patch",
         "0005-python-binding-in-minimal-builds.patch",
+        "0017-python-binding-links-the-shared-library.patch",
     ]
     argv = plan.configure_argv()
     assert argv[:7] == ["cmake", "-G", "Ninja", "-S", "/ortdist/source/cmake", "-B", "/ortdist/build"]
     assert "-Donnxruntime_ENABLE_PYTHON=ON" in argv
+    # one runtime per wheel: the binding links libonnxruntime (patch 0017)
+    assert "-Donnxruntime_PYBIND_USE_SHARED_LIB=ON" in argv
     assert plan.build_argv(2) == ["cmake", "--build", "/ortdist/build", "--parallel", "2"]
 
 

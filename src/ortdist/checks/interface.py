@@ -20,6 +20,15 @@ _DERIVED = (".dist-info/RECORD",)
 def imports(data: bytes) -> frozenset[str]:
     """The undefined symbols of an ELF file's dynamic symbol table: what it takes from the libraries
     it needs, and from the process (a Python binding's C API calls)."""
+    return dynamic_symbols(data, defined=False)
+
+
+def exports(data: bytes) -> frozenset[str]:
+    """The defined symbols of an ELF file's dynamic symbol table: what a library gives others."""
+    return dynamic_symbols(data, defined=True)
+
+
+def dynamic_symbols(data: bytes, *, defined: bool) -> frozenset[str]:
     wide, order, headers = sections(data)
     symbol = f"{order}IBBHQQ" if wide else f"{order}IIIBBH"
     try:
@@ -32,7 +41,7 @@ def imports(data: bytes) -> frozenset[str]:
             for at in range(offset, offset + size - step + 1, step):
                 fields = struct.unpack_from(symbol, data, at)
                 name, shndx = fields[0], fields[3] if wide else fields[5]
-                if name and shndx == 0:
+                if name and (shndx != 0) == defined:
                     end = data.index(b"\0", strings + name)
                     names.add(data[strings + name : end].decode("utf-8", "replace"))
     except (struct.error, ValueError, IndexError) as exc:

@@ -10,27 +10,58 @@ import zipfile
 
 import pytest
 
+from ortdist.checks.interface import imports
+from ortdist.elffile import read_needs
 from ortdist.errors import PackageError
 from ortdist.pipeline.runner import Command
 from ortdist.pipeline.state import Bindings, PerPython
 from ortdist.pipeline.steps import wheel
 from ortdist.wheel.record import record_line
 
+from ..test_elf import shared_object
 from .conftest import MakeEnv
 from .helpers import StepEnv, arg_after, host_of, make_wheel
 
+# A binding as the linker makes it with patch 0017: it needs libonnxruntime by its soname.
+LINKED = ("libonnxruntime.so.1", "libstdc++.so.6", "libc.so.6")
+MARK = b"|binding for "
+# What a binding imports: from ONNX Runtime (the library exports it), libstdc++ and Python.
+CREATE = "_ZN11onnxruntime11Environment6CreateEv"
+IMPORTS = (CREATE, "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE7reserveEm", "PyErr_Occurred")
 
-def ready(env: StepEnv, providers: tuple[str, ...] = ()) -> StepEnv:
+
+def binding(python: str, needed: tuple[str, ...] = LINKED) -> bytes:
+    return shared_object(needed, imports=IMPORTS) + MARK + python.encode()
+
+
+def runtime(exports: tuple[str, ...] = ("OrtGetApiBase", CREATE)) -> bytes:
+    return shared_object(("libc.so.6",), soname="libonnxruntime.so.1", exports=exports)
+
+
+def replace_needed(cmd: Command) -> None:
+    """patchelf --replace-needed OLD NEW FILE on the test's ELF: the same file needing NEW."""
+    old, new, path = cmd.argv[-3:]
+    module = host_of(cmd, path)
+    data = module.read_bytes()
+    needed = tuple(new if n == old else n for n in read_needs(data).needed)
+    module.write_bytes(shared_object(needed, imports=tuple(sorted(imports(data)))) + MARK + data.split(MARK)[1])
+
+
+def ready(
+    env: StepEnv, providers: tuple[str, ...] = (), needed: tuple[str, ...] = LINKED, library: bytes = runtime()
+) -> StepEnv:
     env.put_roots()
     env.put_source()
     capi = env.layout.build.host / "onnxruntime" / "capi"
     capi.mkdir(parents=True)
     (capi.parent / "__init__.py").write_text("")
-    (capi / "onnxruntime_pybind11_state.so").write_bytes(b"binding for 3.13")
+    (capi / "onnxruntime_pybind11_state.so").write_bytes(binding("3.13", needed))
+    (capi / "libonnxruntime.so.1.21.0").write_bytes(library)
     for name in providers:
         (capi / name).write_bytes(b"provider")
     env.layout.work.host.mkdir(parents=True, exist_ok=True)
     env.runner.on("/bin/pip wheel", scikit_build_core)
+    env.runner.on("patchelf --replace-needed", replace_needed)
     return env
 
 
@@ -54,7 +85,7 @@ def scikit_build_core(cmd: Command) -> None:
 def with_extra_binding(env: StepEnv) -> StepEnv:
     module = env.layout.work.host / "binding-3.11" / "onnxruntime_pybind11_state.so"
     module.parent.mkdir(parents=True)
-    module.write_bytes(b"binding for 3.11")
+    module.write_bytes(binding("3.11"))
     env.state.put(Bindings(modules={"3.11": module}, times=PerPython("binding_s", {"3.11": 1.0}, timed=True)))
     return env
 
@@ -87,19 +118,23 @@ def test_one_wheel_per_python_each_with_its_own_binding(make_env: MakeEnv) -> No
         "onnxruntime-1.21.0-cp311-cp311-linux_x86_64.whl"
     )
     with zipfile.ZipFile(out.raw["3.13"]) as zf:
-        assert zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so") == b"binding for 3.13"
+        packed = zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so")
+        assert packed.endswith(MARK + b"3.13")
+        # one runtime per wheel: the binding names the library under the file name the wheel has
+        assert read_needs(packed).needed == ("libonnxruntime.so.1.21.0", "libstdc++.so.6", "libc.so.6")
         record = json.loads(zf.read("onnxruntime/ortdist_build.json"))
         info = zf.read("onnxruntime/capi/build_and_package_info.py").decode()
         first = {n: zf.read(n) for n in zf.namelist()}
     with zipfile.ZipFile(out.raw["3.11"]) as zf:
         other = {n: zf.read(n) for n in zf.namelist()}
-    assert other["onnxruntime/capi/onnxruntime_pybind11_state.so"] == b"binding for 3.11"
+    swapped = other["onnxruntime/capi/onnxruntime_pybind11_state.so"]
+    assert swapped.endswith(MARK + b"3.11") and "libonnxruntime.so.1.21.0" in read_needs(swapped).needed
     assert "Tag: cp311-cp311-linux_x86_64" in other["onnxruntime-1.21.0.dist-info/WHEEL"].decode()
     changed = {n for n in first if first[n] != other[n]}
     assert changed == {"onnxruntime/capi/onnxruntime_pybind11_state.so"} | {
         f"onnxruntime-1.21.0.dist-info/{n}" for n in ("WHEEL", "RECORD")
     }
-    assert record_line("onnxruntime/capi/onnxruntime_pybind11_state.so", b"binding for 3.11") in (
+    assert record_line("onnxruntime/capi/onnxruntime_pybind11_state.so", swapped) in (
         other["onnxruntime-1.21.0.dist-info/RECORD"].decode().splitlines()
     )
     assert record["recipe"] == "cpu-linux" and record["recipe_sha256"] == env.ctx.recipe_sha256
@@ -108,6 +143,34 @@ def test_one_wheel_per_python_each_with_its_own_binding(make_env: MakeEnv) -> No
     assert (env.layout.work.host / "wheelproj" / "LICENSE").read_text() == "LICENSE text\n"
     assert out.times.key == "wheel_s" and out.times.timed and set(out.times.seconds) == {"3.13", "3.11"}
     assert out.manifest() == {"wheel_swapped_binding": ["3.11"]}
+
+
+def test_a_binding_that_carries_its_own_runtime_is_refused(make_env: MakeEnv) -> None:
+    """With one runtime per wheel the binding must need the library beside it; one linked the old
+    way (all of ONNX Runtime inside, no libonnxruntime in DT_NEEDED) is refused, naming why."""
+    env = ready(make_env("cpu-linux", python=("3.13",)), needed=("libstdc++.so.6", "libc.so.6"))
+    with pytest.raises(PackageError) as info:
+        wheel.run(env.ctx, env.state)
+    assert "onnxruntime_pybind11_state.so does not link libonnxruntime.so.1.21.0" in str(info.value)
+    assert "onnxruntime_PYBIND_USE_SHARED_LIB=ON" in info.value.fix
+
+
+def test_a_binding_importing_what_the_library_does_not_export_is_refused(make_env: MakeEnv) -> None:
+    """It would fail only when Python loads it: an aarch64 CPython's binding, checked from its ELF
+    files alone, would ship that way. libstdc++'s and Python's imports are not the library's."""
+    env = ready(make_env("cpu-linux", python=("3.13",)), library=runtime(exports=("OrtGetApiBase",)))
+    with pytest.raises(PackageError) as info:
+        wheel.run(env.ctx, env.state)
+    assert f"imports 1 ONNX Runtime symbol(s) libonnxruntime.so.1.21.0 does not export ({CREATE})" in str(info.value)
+
+
+def test_a_recipe_that_keeps_two_runtimes_leaves_the_binding_as_linked(make_env: MakeEnv) -> None:
+    """cpu-linux-gcc14-lto links the binding as PyPI's is (a whole-program optimization with the
+    runtime): no define, no patchelf, and a binding without the library is what it should be."""
+    env = ready(make_env("cpu-linux-gcc14-lto", python=("3.13",)), needed=("libstdc++.so.6", "libc.so.6"))
+    assert "onnxruntime_PYBIND_USE_SHARED_LIB" not in env.ctx.plan.cmake_defines
+    wheel.run(env.ctx, env.state)
+    assert not [c for c in env.runner.commands if c.argv[:2] == ("patchelf", "--replace-needed")]
 
 
 def test_a_binding_not_packed_as_staged_gets_its_own_wheel_build(make_env: MakeEnv) -> None:
@@ -131,7 +194,7 @@ def test_a_binding_not_packed_as_staged_gets_its_own_wheel_build(make_env: MakeE
     builds = sorted(c.argv[-1] for c in env.runner.commands if c.argv[1:2] == ("wheel",))
     assert builds == ["/ortdist/work/wheelproj", "/ortdist/work/wheelproj-3.11"]
     with zipfile.ZipFile(out.raw["3.11"]) as zf:
-        assert zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so") == b"binding for 3.11 (changed)"
+        assert zf.read("onnxruntime/capi/onnxruntime_pybind11_state.so").endswith(MARK + b"3.11 (changed)")
         assert "Tag: cp311-cp311-linux_x86_64" in zf.read("onnxruntime-1.21.0.dist-info/WHEEL").decode()
     assert out.manifest() == {}
 
@@ -148,8 +211,9 @@ def test_a_build_without_the_package_layout_is_refused(make_env: MakeEnv) -> Non
 def test_the_cuda_provider_gets_a_runpath_into_nvidias_wheels(make_env: MakeEnv) -> None:
     env = ready(make_env("cuda-linux", python=("3.13",)), providers=("libonnxruntime_providers_cuda.so",))
     out = wheel.run(env.ctx, env.state)
-    patchelf, strip, build = env.runner.commands
+    patchelf, named, strip, build = env.runner.commands
     assert patchelf.argv[:2] == ("patchelf", "--set-rpath")
+    assert named.argv[:-1] == ("patchelf", "--replace-needed", "libonnxruntime.so.1", "libonnxruntime.so.1.21.0")
     assert strip.argv[:2] == ("strip", "-s") and patchelf.argv[3] in strip.argv  # after its RUNPATH is set
     runpath = patchelf.argv[2].split(":")
     assert runpath[0] == "$ORIGIN" and "$ORIGIN/../../nvidia/cudnn/lib" in runpath

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ... import binding
-from ...checks import cxx_state
+from ...checks import cxx_state, one_runtime
+from ...defines import PYBIND_USES_LIBRARY
+from ...elffile import read_needs
 from ...errors import PackageError
 from ...fsutil import remove_tree
 from ...paths import IN_ROOT_COMPILER, IN_ROOT_TOOLS_VENV
@@ -112,6 +114,44 @@ def strip_libraries(ctx: BuildContext, state: BuildState, package: Path, log: Te
     )
 
 
+def link_shipped_runtime(ctx: BuildContext, state: BuildState, module: Path, log: TextIO) -> None:
+    """Where the binding links libonnxruntime (one runtime per wheel, patch 0017): it names the
+    library by its soname, which no file in the package has (it ships under PyPI's name,
+    libonnxruntime.so.<version>, and a wheel holds no symlinks), so it is made to name that file.
+    A binding that does not need the library carries a runtime of its own, and one that imports
+    an ONNX Runtime symbol the library does not export would not load: both are refused."""
+    if ctx.plan.cmake_defines.get(PYBIND_USES_LIBRARY) != "ON":
+        return
+    soname, shipped = binding.runtime_names(ctx.plan.version.version)
+    library = ctx.layout.work.host / "stage" / assemble.CAPI_DIR / shipped  # the first version's stage
+    inside = str(ctx.layout.work.inside / module.relative_to(ctx.layout.work.host))
+    ctx.runner.call(
+        ctx.in_root(state.roots, ["patchelf", "--replace-needed", soname, shipped, inside]),
+        log=log,
+        error=PackageError,
+        what=f"naming {shipped} in {module.name}",
+    )
+    needed = read_needs(module.read_bytes()).needed
+    if shipped not in needed:
+        raise PackageError(
+            f"{module.name} does not link {shipped} (it needs {', '.join(needed) or 'nothing'}): it carries "
+            "a copy of ONNX Runtime of its own beside the package's library",
+            where=str(module),
+            fix=f"the build must link the binding against libonnxruntime ({PYBIND_USES_LIBRARY}=ON, patch 0017): "
+            "see logs/build.log",
+        )
+    missing = one_runtime.missing_exports(module.read_bytes(), library.read_bytes())
+    if missing:
+        raise PackageError(
+            f"{module.name} imports {len(missing)} ONNX Runtime symbol(s) {shipped} does not export "
+            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): it would not load",
+            where=str(module),
+            fix="the library's export list is read from the main binding's objects "
+            "(tools/ci_build/gen_pybind_exports.py, patch 0017): a binding compiled differently needs them too",
+        )
+    log.write(f"{module.name}: links {shipped}, which exports every ONNX Runtime symbol it imports\n")
+
+
 def kept_key(ctx: BuildContext, state: BuildState, project: Path) -> str:
     """What scikit-build-core's wheel depends on besides the stage: the project it builds, the
     root it runs in, the build's timestamp (every member's time), and the code that reuses it."""
@@ -152,6 +192,7 @@ def wheel_for(ctx: BuildContext, state: BuildState, version: str) -> Path:
     key = kept_key(ctx, state, project.host)
     with ctx.open_log(f"wheel{sfx}") as log:
         check_one_cxx_state(ctx, state, stage.host / "onnxruntime", log)
+        link_shipped_runtime(ctx, state, stage.host / assemble.CAPI_DIR / binding.MODULE, log)
         if plan.strip:
             strip_libraries(ctx, state, stage.host / "onnxruntime", log)
         files = derive.staged_files(stage.host)  # stripped: as the wheel takes them
@@ -187,6 +228,7 @@ def swapped_wheel(ctx: BuildContext, state: BuildState, version: str, first: Pat
     module.host.parent.mkdir(parents=True)
     shutil.copyfile(state.get(Bindings).modules[version], module.host)
     with ctx.open_log(f"wheel{sfx}") as log:
+        link_shipped_runtime(ctx, state, module.host, log)
         if ctx.plan.strip:
             strip_libraries(ctx, state, module.host.parent, log)
     raw = work / "wheel" / f"raw{sfx}"
