@@ -37,15 +37,12 @@ UNITY = f"{TARGET}_unity.cc"
 # The source that defines numpy's C API table (PY_ARRAY_UNIQUE_SYMBOL without NO_IMPORT_ARRAY): it
 # must include numpy's headers first in the unit, the others only declare the table.
 FIRST_UNIT = "onnxruntime_pybind_state.cc"
-# libonnxruntime as the binding names it once it links the library (patch 0017): its DT_SONAME,
-# and the file name the package ships it under (PyPI's), which the wheel step makes the binding name.
-RUNTIME_SONAME = "libonnxruntime.so.{major}"
-RUNTIME_FILE = "libonnxruntime.so.{version}"
 
 
 def runtime_names(version: str) -> tuple[str, str]:
-    """(DT_SONAME, shipped file name) of libonnxruntime for ORT ``version``."""
-    return RUNTIME_SONAME.format(major=version.split(".")[0]), RUNTIME_FILE.format(version=version)
+    """libonnxruntime's DT_SONAME and the file name the build and the package give it (PyPI's),
+    for ORT ``version``: the binding links the first (patch 0017), the wheel step makes it name the second."""
+    return f"libonnxruntime.so.{version.split('.')[0]}", f"libonnxruntime.so.{version}"
 
 
 # What CMake's FindPython recorded in CMakeCache.txt for the main build.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ... import bundle, records, size
+from ... import binding, bundle, records, size
 from ...errors import BuildError
 from ...fsutil import remove_tree
 from ...log import log
@@ -51,7 +51,7 @@ def measure_script(ctx: BuildContext, state: BuildState, archives: list[str]) ->
     the binding and every bundled archive, into work/size/, in two lanes side by side."""
     plan, build = ctx.plan, ctx.layout.build
     work = ctx.layout.work / "size"
-    library = f"libonnxruntime.so.{plan.version.version}"
+    library = binding.runtime_names(plan.version.version)[1]
     nm, strip = ctx.tool("nm"), ctx.tool("strip")
     # The build may link with -s (MinSizeRel): the breakdown needs symbols, so the library is
     # linked once more from its own ninja command without -s (same objects, same flags).
@@ -101,7 +101,7 @@ def run(ctx: BuildContext, state: BuildState) -> Size:
     plan, work = ctx.plan, ctx.layout.work.host / "size"
     remove_tree(work)
     work.mkdir(parents=True)
-    library = f"libonnxruntime.so.{plan.version.version}"
+    library = binding.runtime_names(plan.version.version)[1]
     graph = link_graph(ctx, state.roots)
     with ctx.open_log("size") as out:
         ctx.runner.call(

@@ -131,7 +131,8 @@ def link_shipped_runtime(ctx: BuildContext, state: BuildState, module: Path, log
         error=PackageError,
         what=f"naming {shipped} in {module.name}",
     )
-    needed = read_needs(module.read_bytes()).needed
+    data = module.read_bytes()
+    needed = read_needs(data).needed
     if shipped not in needed:
         raise PackageError(
             f"{module.name} does not link {shipped} (it needs {', '.join(needed) or 'nothing'}): it carries "
@@ -140,7 +141,7 @@ def link_shipped_runtime(ctx: BuildContext, state: BuildState, module: Path, log
             fix=f"the build must link the binding against libonnxruntime ({PYBIND_USES_LIBRARY}=ON, patch 0017): "
             "see logs/build.log",
         )
-    missing = one_runtime.missing_exports(module.read_bytes(), library.read_bytes())
+    missing = one_runtime.missing_exports(data, library.read_bytes())
     if missing:
         raise PackageError(
             f"{module.name} imports {len(missing)} ONNX Runtime symbol(s) {shipped} does not export "
