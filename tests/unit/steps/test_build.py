@@ -4,6 +4,7 @@ parsed into Compiled, the tree's compile time accumulated, and a failure's first
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -79,6 +80,23 @@ def test_the_trees_compile_time_adds_up_over_runs(make_env: MakeEnv) -> None:
     assert 1234.5 <= out.tree_compile_s < 1240
     assert float(ledger.read_text()) == out.tree_compile_s
     assert out.manifest()["build_tree_compile_s"] == out.tree_compile_s
+
+
+def test_a_stopped_sitting_still_counts_in_the_trees_compile_time(make_env: MakeEnv) -> None:
+    """A long (CUDA) compile spans sittings: one stopped by Ctrl-C or SIGTERM is part of what the
+    tree cost, so the ledger gains its seconds before the interrupt goes on up."""
+    env = ready(make_env("cpu-linux", python=ONE))
+    ledger = env.layout.build.host / ".ortdist-compile-seconds"
+    ledger.write_text("100.0\n")
+
+    def stopped(cmd: Command) -> Result:
+        time.sleep(0.2)  # the sitting's compile, until the signal
+        raise KeyboardInterrupt
+
+    env.runner.on("cmake --build", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        build.run(env.ctx, env.state)
+    assert 100.2 <= float(ledger.read_text()) < 105
 
 
 def test_a_failed_compile_names_the_target_and_its_errors(make_env: MakeEnv) -> None:

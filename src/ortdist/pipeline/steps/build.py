@@ -132,11 +132,14 @@ def run(ctx: BuildContext, state: BuildState) -> Compiled:
     build = shlex.join(ctx.plan.build_argv(ctx.jobs + distributed.jobs, ctx.keep_going, manifest))
     script = cc.around(build, str(stats.inside), str(start.inside))
     started = time.monotonic()
-    with ctx.open_log("build") as out:
-        command = ctx.in_root(state.roots, ["/bin/sh", "-c", script], distributed.env)
-        code = ctx.runner.stream(command, on_line=on_line, log=out)
-        progress.close()
-    tree_compile_s = account_compile(ctx.layout.build.host, time.monotonic() - started)
+    try:
+        with ctx.open_log("build") as out:
+            command = ctx.in_root(state.roots, ["/bin/sh", "-c", script], distributed.env)
+            code = ctx.runner.stream(command, on_line=on_line, log=out)
+            progress.close()
+    finally:
+        # A stopped sitting (Ctrl-C, SIGTERM) counts too: the next run resumes from its objects.
+        tree_compile_s = account_compile(ctx.layout.build.host, time.monotonic() - started)
     text = stats.host.read_text(encoding="utf-8", errors="replace") if stats.host.is_file() else ""
     if code == CACHE_START_FAILED and cc.start and start.host.is_file():
         raise cache_start_error(ctx, start.host)
