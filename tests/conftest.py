@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Generator, Iterator
@@ -35,6 +36,9 @@ GPU_CLAIM = "GPU (CUDA on a device)"
 # a run with time left builds the rotation's next recipe from cold.
 COSTS = ci_policy.load_costs()
 MAIN_RECIPE = COSTS.main_recipe
+# What the integration tests take on disk beside the builds (CUDA venvs of NVIDIA wheels, smoke
+# environments, test roots), measured at the peak of a CI run (2026-11-29).
+TESTS_DISK_GB = 6.0
 # Where each run's claims go (claims.json and claims.txt): ORTDIST_TEST_RESULTS, else test-results/.
 RESULTS = "ORTDIST_TEST_RESULTS"
 
@@ -190,6 +194,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         plan = ci_policy.main_plan(COSTS, pace(), time.time() - ci_started()) if cold_main else None
         if plan is not None and plan.refused:
             pytest.exit(f"ortdist: {plan.refused}", returncode=pytest.ExitCode.TESTS_FAILED)
+        short = disk_short(MAIN_RECIPE)
+        if short:
+            pytest.exit(f"ortdist: {short}", returncode=pytest.ExitCode.TESTS_FAILED)
         # A slow day's fewer wheels leave no time for the rotation.
         turn = landing_turn() if ci_default and not (plan and plan.python) else None
         order = ci_policy.rotation_order(COSTS, turn) if turn is not None else []
@@ -292,6 +299,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         built = [g for g, c in claims.items() if c.built_cold]
         if built:
             claim.left_out = f"one cold build per run, and {built[0]} came first in this landing's order"
+        elif no_room := disk_short(group):
+            claim.left_out = no_room
         else:
             pick = ci_policy.rotation_pick(COSTS, group, time.time() - config.stash[_STARTED])
             claim.built_cold, claim.left_out, claim.python = pick.build, pick.left_out, pick.python
@@ -299,6 +308,30 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 claim.python_left_out = tuple(v for v in listed_python(group) if v not in pick.python)
     if claim.left_out:
         pytest.skip(f"rotation: {claim.left_out}")
+
+
+def disk_short(recipe: str) -> str:
+    """Why the disk cannot hold ``recipe``'s build (what of it is not cached yet: ortdist's own
+    check, data/disk.toml) and the tests beside it, or "": said before the first test, not after
+    twenty minutes of tests failing one by one with "No space left on device"."""
+    from ortdist import diskspace
+    from ortdist.paths import Cache
+    from ortdist.project import plan_for
+
+    if not (PROJECT / "recipes" / f"{recipe}.toml").is_file():
+        return ""  # a project without it (the rules' own tests): nothing of it to build
+    cache = Cache.default()
+    wanted = diskspace.need(plan_for(recipe, PROJECT)[0], cache, diskspace.facts())
+    for where in (tempfile.gettempdir(), cache.root):
+        free = diskspace.free_bytes(Path(where))
+        if free < wanted.total + TESTS_DISK_GB * diskspace.GB:
+            break
+    else:
+        return ""
+    return (
+        f"{recipe}'s build needs about {wanted.total / diskspace.GB:.1f} GB on the cache's disk ({wanted.said()}) "
+        f"and the tests {TESTS_DISK_GB:g} GB; {where} has {free / diskspace.GB:.1f} GB free ({diskspace.PRUNE})"
+    )
 
 
 @pytest.fixture(scope="session")

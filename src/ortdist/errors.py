@@ -83,3 +83,9 @@ class ModelError(OrtdistError):
     """A model (ONNX or ORT format) or an operator config given for a reduced build is invalid."""
 
     exit_code = 10
+
+
+class DiskSpaceError(OrtdistError):
+    """The disk holding the cache (or dist/) has too little free space, before or during a build."""
+
+    exit_code = 12

@@ -46,6 +46,8 @@ def scratch_cache(root: Path | None = None) -> Cache:
     for name in SHARED_WHOLE:
         for entry in sorted((user.root / name).glob("[!.]*")):
             link = where / name / entry.name
+            if link.is_symlink() and not link.exists():
+                link.unlink()  # its tree was removed from the user's cache (`ortdist cache --prune`)
             if not link.exists() and not link.is_symlink():
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(entry)

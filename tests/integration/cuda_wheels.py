@@ -264,8 +264,11 @@ def local_index(tmp_path_factory: pytest.TempPathFactory, built: tuple[Path, dic
     port = free_port()
     argv = [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", str(port), "--disable-fallback"]
     url = f"http://127.0.0.1:{port}/simple/"
-    with local_server([*argv, str(packages)], url, packages.parent / "pypiserver.log"):
-        yield url
+    try:
+        with local_server([*argv, str(packages)], url, packages.parent / "pypiserver.log"):
+            yield url
+    finally:  # GBs of NVIDIA wheels: gone with the module, not kept to the session's end (or after it)
+        shutil.rmtree(packages, ignore_errors=True)
 
 
 def install_from_index(index: str, venv: Path) -> Path:
@@ -279,10 +282,14 @@ def install_from_index(index: str, venv: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def index_venv(local_index: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def index_venv(local_index: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One venv with the wheel and its extras from the index, for the tests that only run in it
-    (each install of the CUDA wheels is 3 GB)."""
-    return install_from_index(local_index, tmp_path_factory.mktemp("index-venv") / "venv")
+    (each install of the CUDA wheels is 3 GB, removed with the module)."""
+    venv = tmp_path_factory.mktemp("index-venv") / "venv"
+    try:
+        yield install_from_index(local_index, venv)
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
 
 
 def test_the_extras_install_from_an_index_and_the_provider_finds_them(line: CudaLine, index_venv: Path) -> None:

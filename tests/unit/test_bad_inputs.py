@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ortdist import diskspace
 from ortdist.cli import main
 from ortdist.cli.parser import parser
 from ortdist.smoke import env as smoke_env
@@ -263,6 +264,26 @@ def _(e: Env) -> tuple[list[str], list[str]]:
 def _(e: Env) -> tuple[list[str], list[str]]:
     p = e.write("dist-file", "x")
     return ["build", "cpu-linux", "--dist", str(p)], [str(p), "is a file, not a directory"]
+
+
+@case("build-args", "build-disk-too-full")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    """A cold cpu-linux needs its roots, source and tree (data/disk.toml): 2 GB free is refused."""
+    e.monkeypatch.setattr(diskspace, "free_bytes", lambda path: 2 * 10**9)
+    return ["build", "cpu-linux"], [
+        str(e.tmp / "cache"),
+        "building cpu-linux needs about 6.0 GB free",
+        "the portable-glibc2.17 roots 2.7 GB",
+        "it has 2.0 GB",
+        "`ortdist cache --prune`",
+    ]
+
+
+@case("build-args", "build-dist-disk-too-full")
+def _(e: Env) -> tuple[list[str], list[str]]:
+    out = e.tmp / "out"
+    e.monkeypatch.setattr(diskspace, "free_bytes", lambda path: 10**8 if path == out else 10**12)
+    return ["build", "cpu-linux", "--dist", str(out)], [str(out), "dist/ has 0.1 GB free"]
 
 
 @case("build-args", "build-dist-recipe-is-a-file")

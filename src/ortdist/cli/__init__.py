@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from .. import children
+from .. import children, diskspace
 from ..errors import OrtdistError
 from ..log import NORMAL, QUIET, VERBOSE, log
 from .commands import SCHEMA_PATH
@@ -27,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         log.error(str(exc))
         return exc.exit_code
     except OSError as exc:  # a backstop: the specific errors are raised where files are read
+        if exc.errno in diskspace.FULL:
+            full = diskspace.full_disk(exc.filename, args.command)
+            log.error(str(full))
+            return full.exit_code
         log.error(
             f"ortdist {args.command}: {exc.filename or 'a file'}: {exc.strerror or exc}\n"
             "  how to fix: check that the path exists and that you may read (and write) it"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from .. import pipeline, registry, sources, workers
+from .. import cacheuse, diskspace, pipeline, registry, sources, workers
 from ..checks import elf, fatbin
 from ..errors import ModelError, OrtdistError, PatchError
 from ..fsutil import atomic_write_text, check_output_dir, check_output_file
@@ -39,6 +41,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     toolchain = make_toolchain(plan.toolchain)
     toolchain.preflight()  # not root, a plan-only toolchain: refused before the lock and dist/
     require_host_pythons(plan.recipe.name, plan.python, plan.toolchain)  # in seconds, not after a debootstrap
+    if os.environ.get("ORTDIST_DISK_CHECK") != "0":
+        diskspace.check_free(plan, Cache.default(), dist_root)  # a full disk said now, not an hour in
     jobs = args.jobs or os.cpu_count() or 2
     ctx = pipeline.make_context(
         plan,
@@ -66,6 +70,35 @@ def cmd_build(args: argparse.Namespace) -> int:
             f"ships {', '.join(plan.cuda_recipe_architectures)}: not for publishing"
         )
     return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    """Every tree of the cache with the recipes (in recipes/) whose plan uses it; ``--prune``
+    removes the trees none uses, under the build lock (never under a running build)."""
+    project = project_root()
+    cache = Cache.default()
+    plans = {p.stem: plan_for(str(p), project)[0] for p in sorted((project / "recipes").glob("*.toml"))}
+    with pipeline.build_lock(cache, "pruning the cache") if args.prune else contextlib.nullcontext():
+        entries = cacheuse.survey(cache, plans, cacheuse.disk_bytes)
+        unused = [e for e in entries if e.prunable]
+        for e in entries:
+            who = ", ".join(e.used_by) or e.kept or ("removed" if args.prune else "unused")
+            print(f"{e.kind:10} {e.name or '-':60} {gigabytes(e.size):>9}  {who}")
+            if args.prune and e.prunable:
+                cacheuse.remove(cache, e)
+    freed = sum(e.size for e in unused)
+    total = sum(e.size for e in entries)
+    free = shutil.disk_usage(cache.root).free if cache.root.is_dir() else 0
+    print(f"\n{cache.root}: {gigabytes(total)}; {len(unused)} tree(s) no recipe uses, {gigabytes(freed)}")
+    if args.prune:
+        print(f"removed them; {gigabytes(free)} free now")
+    elif unused:
+        print(f"`ortdist cache --prune` removes them ({gigabytes(free)} free now)")
+    return 0
+
+
+def gigabytes(size: int) -> str:
+    return f"{size / 1e9:.2f} GB"
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

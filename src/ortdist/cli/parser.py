@@ -295,6 +295,10 @@ def parser() -> argparse.ArgumentParser:
     an.add_argument("--toolchain", default="debian-trixie", help="whose clean root converts when this Python cannot")
     an.set_defaults(func=commands.cmd_analyze)
 
+    ca = sub.add_parser("cache", help="list the cache's trees and the recipes using each; --prune removes unused ones")
+    ca.add_argument("--prune", action="store_true", help="remove the trees no recipe in recipes/ uses")
+    ca.set_defaults(func=commands.cmd_cache)
+
     pr = sub.add_parser("providers", help="list the execution-provider registry")
     pr.set_defaults(func=commands.cmd_providers)
     return p

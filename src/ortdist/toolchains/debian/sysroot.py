@@ -406,6 +406,8 @@ class DebianSysroot:
         names += [python_overlay_name(spec, v) for v in extra_python if spec.extra_python[v].source != "host"]
         if "compat" in steps:
             names += [compat_root_name(spec, compat) for compat in spec.compat.values()]
+        elif "web_smoke" in steps:  # the browser's root (check "web"), which the compat step otherwise lists
+            names += [compat_root_name(spec, compat) for compat in spec.compat_roots("web")]
         return tuple(names)
 
     def installed_packages(self, root: Path) -> dict[str, str]:
