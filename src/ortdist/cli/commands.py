@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -88,7 +87,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
                 cacheuse.remove(cache, e)
     freed = sum(e.size for e in unused)
     total = sum(e.size for e in entries)
-    free = shutil.disk_usage(cache.root).free if cache.root.is_dir() else 0
+    free = diskspace.free_bytes(cache.root)
     print(f"\n{cache.root}: {gigabytes(total)}; {len(unused)} tree(s) no recipe uses, {gigabytes(freed)}")
     if args.prune:
         print(f"removed them; {gigabytes(free)} free now")
