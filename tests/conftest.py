@@ -40,6 +40,9 @@ MAIN_RECIPE = COSTS.main_recipe
 # CUDA tests' index and venv of NVIDIA wheels, smoke environments): a warm CI run's peak was 6.05 GB
 # below its start (2026-11-29, `df` every 5 s), and a little over that for safety.
 TESTS_DISK_GB = 6.5
+# What a cold rotation recipe's own tests take beside its build: they run last, after the tests
+# above, so only their smoke environments (0.11-0.34 GB per wheel here) and dist/ copies (0.5 GB).
+ROTATION_TESTS_DISK_GB = 1.5
 # Where each run's claims go (claims.json and claims.txt): ORTDIST_TEST_RESULTS, else test-results/.
 RESULTS = "ORTDIST_TEST_RESULTS"
 
@@ -195,7 +198,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         plan = ci_policy.main_plan(COSTS, pace(), time.time() - ci_started()) if cold_main else None
         if plan is not None and plan.refused:
             pytest.exit(f"ortdist: {plan.refused}", returncode=pytest.ExitCode.TESTS_FAILED)
-        short = disk_short(MAIN_RECIPE)
+        short = disk_short(MAIN_RECIPE, TESTS_DISK_GB)
         if short:
             pytest.exit(f"ortdist: {short}", returncode=pytest.ExitCode.TESTS_FAILED)
         # A slow day's fewer wheels leave no time for the rotation.
@@ -300,7 +303,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         built = [g for g, c in claims.items() if c.built_cold]
         if built:
             claim.left_out = f"one cold build per run, and {built[0]} came first in this landing's order"
-        elif no_room := disk_short(group):
+        elif no_room := disk_short(group, ROTATION_TESTS_DISK_GB):
             claim.left_out = no_room
         else:
             pick = ci_policy.rotation_pick(COSTS, group, time.time() - config.stash[_STARTED])
@@ -311,10 +314,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(f"rotation: {claim.left_out}")
 
 
-def disk_short(recipe: str) -> str:
+def disk_short(recipe: str, tests_gb: float) -> str:
     """Why the disk cannot hold ``recipe``'s build (what of it is not cached yet: ortdist's own
-    check, data/disk.toml) and the tests beside it, or "": said before the first test, not after
-    twenty minutes of tests failing one by one with "No space left on device"."""
+    check, data/disk.toml) and ``tests_gb`` for the tests still to run, or "": said before the
+    first test, not after twenty minutes of tests failing one by one with "No space left on device"."""
     from ortdist import diskspace
     from ortdist.paths import Cache
     from ortdist.project import plan_for
@@ -325,13 +328,13 @@ def disk_short(recipe: str) -> str:
     wanted = diskspace.need(plan_for(recipe, PROJECT)[0], cache, diskspace.facts())
     for where in (tempfile.gettempdir(), cache.root):
         free = diskspace.free_bytes(Path(where))
-        if free < wanted.total + TESTS_DISK_GB * diskspace.GB:
+        if free < wanted.total + tests_gb * diskspace.GB:
             break
     else:
         return ""
     return (
         f"{recipe}'s build needs about {wanted.total / diskspace.GB:.1f} GB on the cache's disk ({wanted.said()}) "
-        f"and the tests {TESTS_DISK_GB:g} GB; {where} has {free / diskspace.GB:.1f} GB free ({diskspace.PRUNE})"
+        f"and the tests {tests_gb:g} GB; {where} has {free / diskspace.GB:.1f} GB free ({diskspace.PRUNE})"
     )
 
 

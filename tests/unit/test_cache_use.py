@@ -170,14 +170,16 @@ def test_an_integration_run_on_a_too_full_disk_stops_before_its_first_test(
 ) -> None:
     """conftest's check (the session's start, and each cold rotation build): the recipe's parts not
     cached yet plus what the tests take, on the temp directory's disk and the cache's."""
-    from conftest import TESTS_DISK_GB, disk_short
+    from conftest import ROTATION_TESTS_DISK_GB, TESTS_DISK_GB, disk_short
 
     monkeypatch.setenv("ORTDIST_CACHE", str(tmp_path / "cache"))
     cold = diskspace.need(plan_for("cpu-linux", PROJECT)[0], Cache(tmp_path / "cache"), diskspace.facts()).total
     room = cold + TESTS_DISK_GB * 1e9
     monkeypatch.setattr(diskspace, "free_bytes", lambda path: int(room))
-    assert disk_short("cpu-linux") == ""
+    assert disk_short("cpu-linux", TESTS_DISK_GB) == ""
     monkeypatch.setattr(diskspace, "free_bytes", lambda path: int(room) - 10**9)
-    said = disk_short("cpu-linux")
+    said = disk_short("cpu-linux", TESTS_DISK_GB)
     assert said.startswith(f"cpu-linux's build needs about {cold / 1e9:.1f} GB on the cache's disk (the portable")
     assert f"and the tests {TESTS_DISK_GB:g} GB" in said and "`ortdist cache --prune`" in said
+    # A cold rotation build comes last, after the tests that take the most: it weighs its own.
+    assert disk_short("cpu-linux", ROTATION_TESTS_DISK_GB) == ""
