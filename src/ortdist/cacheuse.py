@@ -19,9 +19,8 @@ from pathlib import Path
 
 from .fsutil import remove_tree, unmount_below
 from .paths import Cache
-from .pipeline.layout import dep_tree_name, source_tree_name
+from .pipeline.layout import dep_tree_name, root_names, source_tree_name
 from .plan import BuildPlan
-from .toolchains import make_toolchain
 from .treecheck import MANIFEST_SUFFIX
 
 # The cache directories whose entries are trees named by what they are made of (prunable), and
@@ -60,9 +59,7 @@ def used_trees(plans: Mapping[str, BuildPlan]) -> dict[tuple[str, str], tuple[st
         names = [("work", plan.recipe.name), *(("sources", dep_tree_name(dep)) for dep in plan.deps)]
         if plan.recipe.source.kind != "path":
             names.append(("sources", source_tree_name(plan)))
-        if not plan.toolchain.plan_only and plan.toolchain.has_root:
-            roots = make_toolchain(plan.toolchain).root_names(plan.target.triple, plan.steps, plan.extra_python)
-            names += [("sysroots", name) for name in roots]
+        names += [("sysroots", name) for name in root_names(plan)]
         for key in names:
             users.setdefault(key, set()).add(recipe)
     return {key: tuple(sorted(who)) for key, who in users.items()}

@@ -18,10 +18,9 @@ from pathlib import Path
 from .config import KEY, convert
 from .errors import DataError, DiskSpaceError
 from .paths import Cache
-from .pipeline.layout import source_tree_name
+from .pipeline.layout import root_names, source_tree_name
 from .plan import BuildPlan
 from .registry import data_origin, load_data
-from .toolchains import make_toolchain
 
 GB = 1e9
 # errno values that mean the disk (or the user's quota on it) is full
@@ -73,10 +72,9 @@ def need(plan: BuildPlan, cache: Cache, disk: DiskFacts) -> Need:
     """The parts of ``plan``'s build its cache lacks, at their measured sizes, and the spare."""
     sizes = disk.of(plan.toolchain.name)
     parts: list[tuple[str, float]] = []
-    if not plan.toolchain.plan_only and plan.toolchain.has_root:
-        names = make_toolchain(plan.toolchain).root_names(plan.target.triple, plan.steps, plan.extra_python)
-        if names and not (cache.sysroots / names[0]).is_dir():
-            parts.append((f"the {plan.toolchain.name} roots", sizes.root_gb * GB))
+    roots = root_names(plan)
+    if roots and not (cache.sysroots / roots[0]).is_dir():
+        parts.append((f"the {plan.toolchain.name} roots", sizes.root_gb * GB))
     if plan.recipe.source.kind != "path" and not (cache.sources / source_tree_name(plan)).is_dir():
         parts.append(("the patched source", disk.source_gb * GB))
     if not cache.work(plan.recipe.name).is_dir():

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from ortdist import cacheuse, diskspace
-from ortdist.ci.cache import root_names
 from ortdist.cli import commands, main
 from ortdist.paths import Cache
-from ortdist.pipeline.layout import source_tree_name
+from ortdist.pipeline.layout import root_names, source_tree_name
 from ortdist.plan import BuildPlan
 from ortdist.project import plan_for
 from ortdist.toolchains import load_toolchain

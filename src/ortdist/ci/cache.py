@@ -30,9 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..fsutil import sha256_text
-from ..pipeline.layout import dep_tree_name, source_tree_name
+from ..pipeline.layout import dep_tree_name, root_names, source_tree_name
 from ..plan import BuildPlan
-from ..toolchains import make_toolchain
 from ..treecheck import MANIFEST_SUFFIX
 
 # Bumped when what an entry holds or how it is packed changes: every key changes with it.
@@ -70,11 +69,6 @@ def other_roots(plan: BuildPlan) -> tuple[str, ...]:
     """Names of the roots besides the build root that the plan's build (and its CI smoke test,
     which runs in the same toolchain's roots) makes under sysroots/."""
     return root_names(plan)[1:]
-
-
-def root_names(plan: BuildPlan) -> tuple[str, ...]:
-    """The build root's name first, then the others (the toolchain names them)."""
-    return make_toolchain(plan.toolchain).root_names(plan.target.triple, plan.steps, plan.extra_python)
 
 
 def cache_entries(plan: BuildPlan) -> tuple[CacheEntry, ...]:

@@ -20,13 +20,22 @@ from ..manifest import Artifact
 from ..paths import IN_ROOT_BUILD, IN_ROOT_DEPS, IN_ROOT_SHIMS, IN_ROOT_SOURCE, IN_ROOT_TARGET, IN_ROOT_WORK, Cache
 from ..plan import BuildPlan
 from ..registry import DependencySource
-from ..toolchains import Bind
+from ..toolchains import Bind, make_toolchain
 from ..workers import IN_ROOT_DISTCC
 
 
 def source_tree_name(plan: BuildPlan) -> str:
     """The patched ORT source's directory under <cache>/sources: one per version, source and patches."""
     return f"onnxruntime-{plan.version.version}-{plan.source_key}"
+
+
+def root_names(plan: BuildPlan) -> tuple[str, ...]:
+    """The roots under <cache>/sysroots a build of ``plan`` (and its smoke test) makes, the build
+    root's first (the toolchain names them); none for a plan-only toolchain or one without a root."""
+    spec = plan.toolchain
+    if spec.plan_only or not spec.has_root:
+        return ()
+    return make_toolchain(spec).root_names(plan.target.triple, plan.steps, plan.extra_python)
 
 
 def dep_tree_name(dep: DependencySource) -> str:
