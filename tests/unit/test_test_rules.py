@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import ci_policy
+
 CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
 SUITE = """
 import os
@@ -75,6 +77,15 @@ def test_the_ep_takes_the_conv():
 """
 
 
+def turn_starting_at(recipe: str) -> str:
+    """The landing number (ORTDIST_CI_TURN) whose rotation starts at ``recipe``."""
+    return str(sorted(ci_policy.load_costs().rotation).index(recipe))
+
+
+XNNPACK_FIRST = turn_starting_at("xnnpack-linux")
+SLIM_FIRST = turn_starting_at("slim-linux")
+
+
 def cache_tree(cache: Path, recipe: str) -> None:
     """A cached build tree of ``recipe``, as ``recipe_tree_is_cached`` sees one."""
     build = cache / "work" / recipe / "build"
@@ -110,12 +121,13 @@ def test_ci_builds_the_rotations_pick_from_cold_last_and_reports_it(
 ) -> None:
     """Under CI the commit orders the rotation: its uncached recipe's tests run (last) though its tree
     is not cached, and a broken one fails the run."""
-    monkeypatch.setenv("ORTDIST_CI_TURN", "3")
+    monkeypatch.setenv("ORTDIST_CI_TURN", XNNPACK_FIRST)
     result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
     result.assert_outcomes(passed=2, failed=1, deselected=1)
     result.stdout.fnmatch_lines(
         [
-            "ortdist: the rotation for landing 3: xnnpack-linux, cpu-linux-aarch64, slim-linux, slim-wasm; "
+            f"ortdist: the rotation for landing {XNNPACK_FIRST}: "
+            f"{', '.join(ci_policy.rotation_order(ci_policy.load_costs(), int(XNNPACK_FIRST)))}; "
             "uncached, built from cold last, the first CI's time left holds: xnnpack-linux",
             "*test_suite.py::test_another_build PASSED*",
             "*test_ep.py::test_the_ep_takes_the_conv FAILED*",
@@ -143,7 +155,7 @@ def test_the_rotation_builds_fewer_wheels_where_ci_time_holds_only_those(
     import time
 
     broken_ep.makepyfile(test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"))
-    monkeypatch.setenv("ORTDIST_CI_TURN", "3")  # xnnpack-linux first
+    monkeypatch.setenv("ORTDIST_CI_TURN", XNNPACK_FIRST)
     cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")  # built earlier in this run
     monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 62 * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-s", "-k", "not a_build")
@@ -151,7 +163,7 @@ def test_the_rotation_builds_fewer_wheels_where_ci_time_holds_only_those(
     result.stdout.fnmatch_lines(
         [
             "*pythons: ('3.13', '3.11')",
-            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for landing 3, "
+            f"  xnnpack-linux * proven from cold (built in this run), the rotation's pick for landing {XNNPACK_FIRST}, "
             "without the wheels for Python 3.10, 3.12, 3.14 (CI's time)",
         ]
     )
@@ -160,7 +172,7 @@ def test_the_rotation_builds_fewer_wheels_where_ci_time_holds_only_those(
     result.stdout.fnmatch_lines(
         [
             "*pythons: None",
-            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for landing 3",
+            f"  xnnpack-linux * proven from cold (built in this run), the rotation's pick for landing {XNNPACK_FIRST}",
         ]
     )
     assert "without the wheels" not in result.stdout.str()
@@ -188,12 +200,14 @@ def test_the_rotations_pick_left_out_for_time_is_not_proven_not_failed(
     """Late in CI's 90 minutes the pick is not built: the claims table says why, and the run passes."""
     import time
 
-    monkeypatch.setenv("ORTDIST_CI_TURN", "3")  # xnnpack-linux first
+    monkeypatch.setenv("ORTDIST_CI_TURN", XNNPACK_FIRST)
     cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")  # built earlier in this run
     monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - minutes_gone * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
     result.assert_outcomes(passed=2, skipped=1, deselected=1)
-    result.stdout.fnmatch_lines([f"  xnnpack-linux * NOT PROVEN: the rotation for landing 3 left it out: {why}"])
+    result.stdout.fnmatch_lines(
+        [f"  xnnpack-linux * NOT PROVEN: the rotation for landing {XNNPACK_FIRST} left it out: {why}"]
+    )
 
 
 def test_the_rotation_builds_the_next_recipe_that_fits_when_the_first_does_not(
@@ -207,7 +221,7 @@ def test_the_rotation_builds_the_next_recipe_that_fits_when_the_first_does_not(
         test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"),
         test_slim=EP_WITH_PYTHONS.format(recipe="slim-linux"),
     )
-    monkeypatch.setenv("ORTDIST_CI_TURN", "1")  # slim-linux first
+    monkeypatch.setenv("ORTDIST_CI_TURN", SLIM_FIRST)
     cache_tree(Path(os.environ["ORTDIST_CACHE"]), "cpu-linux")  # built earlier in this run
     monkeypatch.setenv("ORTDIST_CI_STARTED", str(time.time() - 57 * 60))
     result = broken_ep.runpytest_inprocess("--integration", "-v", "-k", "not a_build")
@@ -217,9 +231,9 @@ def test_the_rotation_builds_the_next_recipe_that_fits_when_the_first_does_not(
             "*test_suite.py::test_another_build PASSED*",
             "*test_slim.py::test_the_ep_takes_the_conv SKIPPED*",
             "*test_ep.py::test_the_ep_takes_the_conv PASSED*",
-            "  slim-linux * NOT PROVEN: the rotation for landing 1 left it out: 28 min left of CI's 90, its "
-            "build and tests need ~30 with Python 3.13, 3.11 alone (24 measured, x1.0 for this run's pace, x1.25)",
-            "  xnnpack-linux * proven from cold (built in this run), the rotation's pick for landing 1",
+            f"  slim-linux * NOT PROVEN: the rotation for landing {SLIM_FIRST} left it out: 28 min left of CI's 90, "
+            "its build and tests need ~30 with Python 3.13, 3.11 alone (24 measured, x1.0 for this run's pace, x1.25)",
+            f"  xnnpack-linux * proven from cold (built in this run), the rotation's pick for landing {SLIM_FIRST}",
         ]
     )
 
@@ -231,13 +245,13 @@ def test_the_rotation_builds_one_recipe_from_cold_per_run(
         test_ep=EP_WITH_PYTHONS.format(recipe="xnnpack-linux"),
         test_slim=EP_WITH_PYTHONS.format(recipe="slim-linux"),
     )
-    monkeypatch.setenv("ORTDIST_CI_TURN", "1")  # slim-linux first
+    monkeypatch.setenv("ORTDIST_CI_TURN", SLIM_FIRST)
     result = broken_ep.runpytest_inprocess("--integration", "-k", "not a_build")
     result.assert_outcomes(passed=3, skipped=1, deselected=1)
     result.stdout.fnmatch_lines(
         [
-            "  slim-linux * proven from cold (built in this run), the rotation's pick for landing 1",
-            "  xnnpack-linux * NOT PROVEN: the rotation for landing 1 left it out: one cold build per run, "
+            f"  slim-linux * proven from cold (built in this run), the rotation's pick for landing {SLIM_FIRST}",
+            f"  xnnpack-linux * NOT PROVEN: the rotation for landing {SLIM_FIRST} left it out: one cold build per run, "
             "and slim-linux came first in this landing's order",
         ]
     )
@@ -259,7 +273,7 @@ def test_a_slow_machine_builds_the_main_recipe_with_fewer_wheels_and_no_rotation
     """x1.25 the measuring machine: every wheel would need ~87 of the 85 minutes left, the core's
     Python and 3.11 ~80, so cpu-linux is built with those (its tests all run) and the rotation waits."""
     broken_ep.makepyfile(test_main=SLOW_MAIN)
-    monkeypatch.setenv("ORTDIST_CI_TURN", "3")
+    monkeypatch.setenv("ORTDIST_CI_TURN", XNNPACK_FIRST)
     monkeypatch.setenv("ORTDIST_CI_PACE", "1.25")
     result = broken_ep.runpytest_inprocess("--integration", "-s", "-k", "not a_build")
     result.assert_outcomes(passed=3, deselected=2)  # a_build (-k), xnnpack-linux's (no tree, no rotation)
