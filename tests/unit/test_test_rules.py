@@ -102,16 +102,16 @@ def broken_ep(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 
 def test_an_uncached_recipes_tests_are_reported_as_not_proven(broken_ep: pytest.Pytester) -> None:
-    broken_ep.makepyfile(test_ep=BROKEN_EP.replace("xnnpack-linux", "dnnl-linux"))  # not in the rotation
+    broken_ep.makepyfile(test_ep=BROKEN_EP.replace("xnnpack-linux", "xnnpack-dnnl-linux"))  # not in the rotation
     result = broken_ep.runpytest_inprocess("--integration")
     result.assert_outcomes(passed=2, failed=1, deselected=1)  # the main recipe's skip fails under CI
     result.stdout.fnmatch_lines(
         [
             "ortdist: what this run proved*",
             "  cpu-linux * FAILED: 1 test(s) failed",
-            "  dnnl-linux * NOT PROVEN: 1 test(s) deselected (no cached build tree)",
+            "  xnnpack-dnnl-linux * NOT PROVEN: 1 test(s) deselected (no cached build tree)",
             "  GPU (CUDA on a device)  NOT PROVEN here: no GPU*",
-            "*ORTDIST_TEST_RECIPES=dnnl-linux*",
+            "*ORTDIST_TEST_RECIPES=xnnpack-dnnl-linux*",
         ]
     )
 
