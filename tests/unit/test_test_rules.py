@@ -77,9 +77,12 @@ def test_the_ep_takes_the_conv():
 """
 
 
+COSTS = ci_policy.load_costs()
+
+
 def turn_starting_at(recipe: str) -> str:
     """The landing number (ORTDIST_CI_TURN) whose rotation starts at ``recipe``."""
-    return str(sorted(ci_policy.load_costs().rotation).index(recipe))
+    return str(sorted(COSTS.rotation).index(recipe))
 
 
 XNNPACK_FIRST = turn_starting_at("xnnpack-linux")
@@ -127,7 +130,7 @@ def test_ci_builds_the_rotations_pick_from_cold_last_and_reports_it(
     result.stdout.fnmatch_lines(
         [
             f"ortdist: the rotation for landing {XNNPACK_FIRST}: "
-            f"{', '.join(ci_policy.rotation_order(ci_policy.load_costs(), int(XNNPACK_FIRST)))}; "
+            f"{', '.join(ci_policy.rotation_order(COSTS, int(XNNPACK_FIRST)))}; "
             "uncached, built from cold last, the first CI's time left holds: xnnpack-linux",
             "*test_suite.py::test_another_build PASSED*",
             "*test_ep.py::test_the_ep_takes_the_conv FAILED*",
