@@ -84,7 +84,7 @@ class Worker:
 
 def address(worker: Worker) -> str:
     """The worker as distcc's client log names it: 'HOST:PORT'."""
-    return worker.worker.spec.rsplit("/", 1)[0]
+    return f"{worker.worker.host}:{worker.worker.port}"
 
 
 def logged_ok(pool: list[Worker], expected: dict[str, int]) -> dict[str, int]:
